@@ -1,0 +1,28 @@
+// Package rlock provides distributed locks on Redis in the style of Redisson, built on the
+// rueidis client: a reentrant [Mutex] whose per-owner hold counts live in a Redis hash, a
+// watchdog that keeps leases alive, waiting by pub/sub or by polling, and a fair (FIFO) mutex.
+//
+// # Owners and contexts
+//
+// Go has no thread identity, so the owner of a hold travels in a [context.Context]:
+// [Mutex.Lock] returns a hold context that carries the owner, and a nested Lock given that
+// context re-enters the lock instead of waiting for it. [WithOwner] names an owner explicitly;
+// two processes that use the same owner id share one hold count.
+//
+// # Leases and loss
+//
+// A hold is a lease on one Redis primary. Locks taken without [WithLease] are renewed by one
+// watchdog goroutine per [Client] every third of [Options.WatchdogTimeout]. The hold context is
+// cancelled with cause [ErrLockLost] as soon as the library knows the lease is gone; work that
+// must not overlap another holder should run under that context, and writes to other systems
+// should carry a fencing token ([WithFencing], [Mutex.Token]). Mutual exclusion is not
+// guaranteed across a failover that loses the lock key, a jump of the Redis server's clock, or
+// a pause of the holder longer than its lease.
+//
+// # Keys
+//
+// For a lock named N with prefix P (default "rlock") the keys are P:{N} (the lock hash),
+// P:{N}:fence (fencing counter), P:{N}:queue and P:{N}:deadlines (fair mutex waiters), and
+// the pub/sub channel P:{N}:ch.
+// All share the hash tag {N}, so every script touches one Redis Cluster slot.
+package rlock

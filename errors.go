@@ -1,0 +1,33 @@
+package rlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotObtained is returned by [Mutex.TryLock] when its wait ran out before the lock was
+	// acquired. Nothing is left behind in Redis.
+	ErrNotObtained = errors.New("rlock: not obtained")
+	// ErrNotHeld is returned by [Mutex.Unlock] when the owner in the context holds nothing on
+	// that lock. Redis is left untouched.
+	ErrNotHeld = errors.New("rlock: not held")
+	// ErrLockLost is the cause of a hold context cancelled because its lease is gone, and the
+	// error of [Mutex.Unlock] for such a hold: the critical section may have overlapped
+	// another holder.
+	ErrLockLost = errors.New("rlock: lock lost")
+	// ErrClosed is returned by every method once the [Client] is closed, and is the cause of
+	// the hold contexts that Close cancels.
+	ErrClosed = errors.New("rlock: client closed")
+	// ErrInvalid is wrapped by every error about an invalid argument, option or Redis key type.
+	// Such a call changes nothing in Redis.
+	ErrInvalid = errors.New("rlock: invalid argument")
+)
+
+// invalidf returns an error that wraps [ErrInvalid] and names the problem.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// errBadReply reports a script reply of an unexpected shape.
+var errBadReply = errors.New("rlock: unexpected reply from Redis")

@@ -1,0 +1,606 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var bg = context.Background()
+
+func TestMutex_Lock_reentrantHoldCounts(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("re")
+
+	outer, err := m.Lock(bg)
+	require.NoError(t, err)
+	owner, ok := rlock.Owner(outer)
+	require.True(t, ok)
+
+	inner, err := m.Lock(outer)
+	require.NoError(t, err)
+	got, _ := rlock.Owner(inner)
+	assert.Equal(t, owner, got, "a nested Lock keeps the owner")
+	n, err := m.HoldCount(inner)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+
+	// A third hold through an unrelated context that names the same owner.
+	third, err := m.TryLock(rlock.WithOwner(bg, owner), 0)
+	require.NoError(t, err)
+	n, _ = m.HoldCount(outer)
+	assert.Equal(t, 3, n)
+
+	require.NoError(t, m.Unlock(third))
+	require.NoError(t, m.Unlock(inner))
+	n, _ = m.HoldCount(outer)
+	assert.Equal(t, 1, n)
+	assert.NoError(t, outer.Err(), "a partial release cancels nothing")
+	assert.NoError(t, inner.Err(), "a partial release cancels nothing")
+	assert.NoError(t, third.Err(), "a partial release cancels nothing")
+
+	require.NoError(t, m.Unlock(outer))
+	for _, ctx := range []context.Context{outer, inner, third} {
+		require.ErrorIs(t, ctx.Err(), context.Canceled)
+		require.ErrorIs(t, context.Cause(ctx), context.Canceled)
+	}
+	locked, err := m.IsLocked(bg)
+	require.NoError(t, err)
+	assert.False(t, locked)
+	assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld, "after the last hold, Unlock is ErrNotHeld")
+}
+
+func TestMutex_inspectionFromAnotherOwner(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{WatchdogTimeout: 2 * time.Second})
+	m := c.NewMutex("inspect")
+
+	locked, err := m.IsLocked(bg)
+	require.NoError(t, err)
+	assert.False(t, locked)
+	ttl, err := m.TTL(bg)
+	require.NoError(t, err)
+	assert.Zero(t, ttl)
+
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	other := rlock.WithOwner(bg, rlock.NewOwnerID())
+	locked, err = m.IsLocked(other)
+	require.NoError(t, err)
+	assert.True(t, locked)
+	n, err := m.HoldCount(other)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	n, err = m.HoldCount(bg) // no owner at all
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	n, err = m.HoldCount(h)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	ttl, err = m.TTL(other)
+	require.NoError(t, err)
+	assert.Greater(t, ttl, time.Duration(0))
+	assert.LessOrEqual(t, ttl, 2*time.Second)
+	assert.Equal(t, "inspect", m.Name())
+
+	_, err = m.TryLock(other, 0)
+	assert.ErrorIs(t, err, rlock.ErrNotObtained)
+	require.NoError(t, m.Unlock(h))
+}
+
+// TestMutex_exclusion guards a non-atomic counter with 16 clients x 50 iterations, and with
+// goroutines sharing one client, under both wait strategies.
+func TestMutex_exclusion(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		for _, tc := range []struct {
+			name           string
+			clients, iters int
+			shared         bool
+		}{
+			{"16clients", 16, 50, false},
+			{"goroutines", 8, 50, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e := newEnv(t)
+				var one *rlock.Client
+				if tc.shared {
+					one = e.client(rlock.Options{Wait: wait})
+				}
+				var counter, inside, overlaps int64
+				var wg sync.WaitGroup
+				errs := make(chan error, tc.clients)
+				for range tc.clients {
+					c := one
+					if c == nil {
+						c = e.client(rlock.Options{Wait: wait})
+					}
+					m := c.NewMutex("counter")
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range tc.iters {
+							h, err := m.Lock(bg)
+							if err != nil {
+								errs <- err
+								return
+							}
+							if atomic.AddInt64(&inside, 1) != 1 {
+								atomic.AddInt64(&overlaps, 1)
+							}
+							v := counter // deliberately not atomic: the lock is the guard
+							time.Sleep(50 * time.Microsecond)
+							counter = v + 1
+							atomic.AddInt64(&inside, -1)
+							if err := m.Unlock(h); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					require.NoError(t, err)
+				}
+				assert.Zero(t, overlaps)
+				assert.Equal(t, int64(tc.clients*tc.iters), counter)
+			})
+		}
+	})
+}
+
+func TestMutex_WithLease_expiryLetsOthersIn(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{Wait: wait})
+		m := c.NewMutex("lease", rlock.WithLease(300*time.Millisecond))
+
+		start := time.Now()
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		dl, ok := h.Deadline()
+		require.True(t, ok, "a fixed lease sets the hold context's deadline")
+		assert.WithinDuration(t, start.Add(300*time.Millisecond), dl, 50*time.Millisecond)
+
+		// Another owner waits; it gets in once the lease runs out, with no unlock message.
+		h2, err := m.TryLock(bg, 3*time.Second)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond)
+
+		require.ErrorIs(t, h.Err(), context.DeadlineExceeded)
+		require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+		require.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost, "the first owner learns its section may have overlapped")
+		require.NoError(t, m.Unlock(h2))
+	})
+}
+
+func TestMutex_WithLease_reentryOutlivesOuterDeadline(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("lease-re", rlock.WithLease(400*time.Millisecond))
+	outer, err := m.Lock(bg)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	inner, err := m.Lock(outer)
+	require.NoError(t, err)
+
+	require.Error(t, causeOf(outer, time.Second), "outer deadline passes")
+	assert.ErrorIs(t, context.Cause(outer), context.DeadlineExceeded)
+	assert.NotErrorIs(t, context.Cause(outer), rlock.ErrLockLost, "the lock is still held through the re-entry")
+	n, err := m.HoldCount(outer)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	require.NoError(t, m.Unlock(inner))
+	require.NoError(t, m.Unlock(outer))
+}
+
+func TestMutex_watchdogKeepsLockPastTimeout(t *testing.T) {
+	e := newEnv(t)
+	const timeout = time.Second
+	c := e.client(rlock.Options{WatchdogTimeout: timeout})
+	m := c.NewMutex("wd")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+
+	time.Sleep(5*timeout + timeout/2)
+	require.NoError(t, h.Err(), "the hold is alive")
+	ttl, err := m.TTL(bg)
+	require.NoError(t, err)
+	assert.Greater(t, ttl, timeout/3, "renewed, not merely surviving")
+	_, err = m.TryLock(bg, 0)
+	require.ErrorIs(t, err, rlock.ErrNotObtained)
+	require.NoError(t, m.Unlock(h))
+
+	// Nothing is renewed after Unlock: the key stays gone across several renewal periods.
+	time.Sleep(timeout)
+	assert.Empty(t, e.keys())
+}
+
+func TestMutex_closedClientLosesLockWithinLease(t *testing.T) {
+	e := newEnv(t)
+	const timeout = time.Second
+	holder := e.client(rlock.Options{WatchdogTimeout: timeout})
+	h, err := holder.NewMutex("closing").Lock(bg)
+	require.NoError(t, err)
+	require.NoError(t, holder.Close())
+	require.ErrorIs(t, context.Cause(h), rlock.ErrClosed)
+
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		other := e.client(rlock.Options{Wait: wait}).NewMutex("closing")
+		start := time.Now()
+		h2, err := other.TryLock(bg, 3*timeout)
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), timeout+300*time.Millisecond)
+		require.NoError(t, other.Unlock(h2))
+	})
+}
+
+func TestMutex_ForceUnlock_cancelsHolderWithinRenewal(t *testing.T) {
+	e := newEnv(t)
+	const timeout = 900 * time.Millisecond
+	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("force")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+
+	other := e.client(rlock.Options{}).NewMutex("force")
+	start := time.Now()
+	existed, err := other.ForceUnlock(bg)
+	require.NoError(t, err)
+	assert.True(t, existed)
+	require.ErrorIs(t, causeOf(h, 2*timeout/3), rlock.ErrLockLost, "cancelled within one renewal interval")
+	t.Logf("holder learned of the force-unlock after %v", time.Since(start))
+	assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+
+	existed, err = other.ForceUnlock(bg)
+	require.NoError(t, err)
+	assert.False(t, existed)
+
+	// A local ForceUnlock ends the local holds at once.
+	h, err = m.Lock(bg)
+	require.NoError(t, err)
+	_, err = m.ForceUnlock(bg)
+	require.NoError(t, err)
+	require.ErrorIs(t, causeOf(h, 0), rlock.ErrLockLost)
+}
+
+func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		m := e.client(rlock.Options{Wait: wait}).NewMutex("force-wake")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			h2, err := m.Lock(bg)
+			if err == nil {
+				err = m.Unlock(h2)
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		_, err = e.client(rlock.Options{}).NewMutex("force-wake").ForceUnlock(bg)
+		require.NoError(t, err)
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiter not woken by ForceUnlock")
+		}
+		assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+	})
+}
+
+func TestMutex_holdContext(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{WatchdogTimeout: 600 * time.Millisecond}).NewMutex("hctx")
+	type key struct{}
+	parent, cancel := context.WithCancel(context.WithValue(bg, key{}, "v"))
+	h, err := m.Lock(parent)
+	require.NoError(t, err)
+	assert.Equal(t, "v", h.Value(key{}), "the hold context derives from ctx")
+	_, hasDeadline := h.Deadline()
+	assert.False(t, hasDeadline, "a watchdog hold has no deadline")
+
+	cancel()
+	require.ErrorIs(t, h.Err(), context.Canceled)
+	time.Sleep(time.Second) // past the original lease: the watchdog still renews
+	locked, err := m.IsLocked(bg)
+	require.NoError(t, err)
+	assert.True(t, locked, "cancelling the Lock context after it returned does not release the lock")
+	require.NoError(t, m.Unlock(h), "a cancelled hold context can still unlock")
+	locked, _ = m.IsLocked(bg)
+	assert.False(t, locked)
+}
+
+func TestMutex_Lock_doneContext(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("done")
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	_, err := m.Lock(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = m.TryLock(ctx, time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	locked, err := m.IsLocked(bg)
+	require.NoError(t, err)
+	assert.False(t, locked, "a done context acquires nothing")
+}
+
+func TestMutex_waitEndsLeaveNothing(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		m := e.client(rlock.Options{Wait: wait}).NewMutex("busy")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+
+		_, err = m.TryLock(bg, 0)
+		require.ErrorIs(t, err, rlock.ErrNotObtained)
+
+		start := time.Now()
+		_, err = m.TryLock(bg, 150*time.Millisecond)
+		require.ErrorIs(t, err, rlock.ErrNotObtained)
+		assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+
+		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+		defer cancel()
+		_, err = m.Lock(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+
+		require.Eventually(t, func() bool { return len(e.channels()) == 0 }, time.Second, 5*time.Millisecond,
+			"the subscription is dropped when the last waiter leaves")
+		assert.Equal(t, []string{e.prefix + ":{busy}"}, e.keys(), "only the held lock exists")
+		require.NoError(t, m.Unlock(h))
+	})
+}
+
+func TestMutex_pubsubSharesOneSubscription(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{})
+	m := c.NewMutex("shared")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+
+	const waiters = 10
+	var wg sync.WaitGroup
+	var acquired atomic.Int64
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := m.Lock(bg)
+			if err == nil {
+				acquired.Add(1)
+				time.Sleep(time.Millisecond)
+				_ = m.Unlock(h)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, 5*time.Millisecond)
+	n, err := e.do("PUBSUB", "NUMSUB", e.prefix+":{shared}:ch").ToArray()
+	require.NoError(t, err)
+	subs, _ := n[1].AsInt64()
+	assert.EqualValues(t, 1, subs, "one subscription for all local waiters")
+
+	require.NoError(t, m.Unlock(h))
+	wg.Wait()
+	assert.EqualValues(t, waiters, acquired.Load())
+}
+
+func TestMutex_fencingTokens(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{})
+	m := c.NewMutex("fenced", rlock.WithFencing())
+	var last int64
+	for range 3 {
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		tok, ok := m.Token(h)
+		require.True(t, ok)
+		assert.Greater(t, tok, last, "each new hold gets a larger token")
+		last = tok
+
+		inner, err := m.Lock(h)
+		require.NoError(t, err)
+		tok2, ok := m.Token(inner)
+		require.True(t, ok)
+		assert.Equal(t, tok, tok2, "re-entry keeps the token")
+		require.NoError(t, m.Unlock(inner))
+		require.NoError(t, m.Unlock(h))
+	}
+	// Another client's holds continue the sequence.
+	m2 := e.client(rlock.Options{}).NewMutex("fenced", rlock.WithFencing())
+	h, err := m2.Lock(bg)
+	require.NoError(t, err)
+	tok, _ := m2.Token(h)
+	assert.Equal(t, last+1, tok)
+	_, ok := m.Token(h)
+	assert.False(t, ok, "a hold of another client's mutex is not this mutex's hold")
+	require.NoError(t, m2.Unlock(h))
+
+	plain := c.NewMutex("plain")
+	h, err = plain.Lock(bg)
+	require.NoError(t, err)
+	tok, ok = plain.Token(h)
+	assert.False(t, ok)
+	assert.Zero(t, tok)
+	_, ok = m.Token(bg)
+	assert.False(t, ok)
+	require.NoError(t, plain.Unlock(h))
+	assert.Equal(t, []string{e.prefix + ":{fenced}:fence"}, e.keys(), "only the counter remains")
+}
+
+func TestClient_Close(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		e.dirty = true // the held lock expires by itself
+		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})
+		m := c.NewMutex("close")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+
+		waitErr := make(chan error, 1)
+		go func() {
+			_, err := m.Lock(bg)
+			waitErr <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		require.NoError(t, c.Close())
+		require.NoError(t, c.Close(), "Close is idempotent")
+		select {
+		case err := <-waitErr:
+			require.ErrorIs(t, err, rlock.ErrClosed)
+		case <-time.After(time.Second):
+			t.Fatal("waiting Lock not woken by Close")
+		}
+		require.ErrorIs(t, context.Cause(h), rlock.ErrClosed)
+
+		_, err = m.Lock(bg)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		_, err = m.TryLock(bg, 0)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		assert.ErrorIs(t, m.Unlock(h), rlock.ErrClosed)
+		_, err = m.ForceUnlock(bg)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		_, err = m.IsLocked(bg)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		_, err = m.HoldCount(h)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		_, err = m.TTL(bg)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+		_, err = c.NewMutex("another").Lock(bg)
+		assert.ErrorIs(t, err, rlock.ErrClosed)
+
+		locked, err := e.client(rlock.Options{}).NewMutex("close").IsLocked(bg)
+		require.NoError(t, err)
+		assert.True(t, locked, "Close does not release held locks")
+		assert.Empty(t, e.channels(), "Close drops the subscriptions")
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{})
+	ok := c.NewMutex("ok")
+
+	_, err := rlock.New(nil, rlock.Options{})
+	assert.ErrorIs(t, err, rlock.ErrInvalid)
+	assert.ErrorContains(t, err, "nil rueidis client")
+	for _, tc := range []struct {
+		opts rlock.Options
+		msg  string
+	}{
+		{rlock.Options{WatchdogTimeout: -time.Second}, "negative WatchdogTimeout"},
+		{rlock.Options{FairWaitTimeout: -time.Second}, "negative FairWaitTimeout"},
+		{rlock.Options{KeyPrefix: "a{b"}, "KeyPrefix"},
+		{rlock.Options{Wait: rlock.Spin(0)}, "Spin interval"},
+	} {
+		_, err := rlock.New(e.admin, tc.opts)
+		assert.ErrorIs(t, err, rlock.ErrInvalid, tc.msg)
+		assert.ErrorContains(t, err, tc.msg)
+	}
+
+	for _, tc := range []struct {
+		name string
+		m    *rlock.Mutex
+		msg  string
+	}{
+		{"empty name", c.NewMutex(""), "empty lock name"},
+		{"brace name", c.NewMutex("}x"), "starts with '}'"},
+		{"zero lease", c.NewMutex("a", rlock.WithLease(0)), "lease must be positive"},
+		{"negative lease", c.NewMutex("a", rlock.WithLease(-time.Second)), "lease must be positive"},
+		{"zero spin", c.NewMutex("a", rlock.WithWait(rlock.Spin(0))), "Spin interval"},
+		{"negative spin", c.NewMutex("a", rlock.WithWait(rlock.Spin(-time.Millisecond))), "Spin interval"},
+		{"nil wait", c.NewMutex("a", rlock.WithWait(nil)), "WithWait(nil)"},
+		{"fair empty name", c.NewFairMutex(""), "empty lock name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := map[string]error{}
+			_, calls["Lock"] = tc.m.Lock(bg)
+			_, calls["TryLock"] = tc.m.TryLock(bg, 0)
+			calls["Unlock"] = tc.m.Unlock(rlock.WithOwner(bg, "o"))
+			_, calls["ForceUnlock"] = tc.m.ForceUnlock(bg)
+			_, calls["IsLocked"] = tc.m.IsLocked(bg)
+			_, calls["HoldCount"] = tc.m.HoldCount(rlock.WithOwner(bg, "o"))
+			_, calls["TTL"] = tc.m.TTL(bg)
+			for call, err := range calls {
+				assert.ErrorIs(t, err, rlock.ErrInvalid, call)
+				assert.ErrorContains(t, err, tc.msg, call)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name, owner, msg string
+	}{
+		{"empty owner", "", "empty owner id"},
+		{"long owner", string(make([]byte, 257)), "more than 256"},
+		{"control owner", "a\nb", "control character"},
+		{"invalid utf8", "a\xffb", "not valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := rlock.WithOwner(bg, tc.owner)
+			_, err := ok.Lock(ctx)
+			assert.ErrorIs(t, err, rlock.ErrInvalid)
+			assert.ErrorContains(t, err, tc.msg)
+			_, err = ok.TryLock(ctx, time.Second)
+			assert.ErrorIs(t, err, rlock.ErrInvalid)
+			assert.ErrorIs(t, ok.Unlock(ctx), rlock.ErrInvalid)
+			_, err = ok.HoldCount(ctx)
+			assert.ErrorIs(t, err, rlock.ErrInvalid)
+		})
+	}
+	_, err = ok.TryLock(bg, -time.Second)
+	assert.ErrorIs(t, err, rlock.ErrInvalid)
+	assert.ErrorContains(t, err, "negative wait")
+	//lint:ignore SA1012 a nil context is the bad input under test
+	_, err = ok.Lock(nil) //nolint:staticcheck
+	assert.ErrorIs(t, err, rlock.ErrInvalid)
+	assert.Empty(t, e.keys(), "failed validation writes nothing")
+
+	t.Run("wrong key type", func(t *testing.T) {
+		key := e.prefix + ":{str}"
+		require.NoError(t, e.do("SET", key, "not a lock").Error())
+		t.Cleanup(func() { e.do("DEL", key) })
+		m := c.NewMutex("str")
+		calls := map[string]error{}
+		_, calls["Lock"] = m.TryLock(bg, 100*time.Millisecond)
+		calls["Unlock"] = m.Unlock(rlock.WithOwner(bg, "o"))
+		_, calls["ForceUnlock"] = m.ForceUnlock(bg)
+		_, calls["IsLocked"] = m.IsLocked(bg)
+		_, calls["TTL"] = m.TTL(bg)
+		for call, err := range calls {
+			assert.ErrorIs(t, err, rlock.ErrInvalid, call)
+			assert.ErrorContains(t, err, "not a lock", call)
+		}
+		v, err := e.do("GET", key).ToString()
+		require.NoError(t, err)
+		assert.Equal(t, "not a lock", v, "the foreign key is untouched")
+		assert.Equal(t, []string{key}, e.keys())
+	})
+}
+
+func TestMutex_Unlock_errors(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("unlock")
+	assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
+	assert.ErrorIs(t, m.Unlock(rlock.WithOwner(bg, "nobody")), rlock.ErrNotHeld)
+
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	other := rlock.WithOwner(bg, "intruder")
+	require.ErrorIs(t, m.Unlock(other), rlock.ErrNotHeld)
+	n, err := m.HoldCount(h)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "a foreign Unlock changes nothing")
+	require.NoError(t, m.Unlock(h))
+	err = m.Unlock(h)
+	require.ErrorIs(t, err, rlock.ErrNotHeld)
+	assert.False(t, errors.Is(err, rlock.ErrLockLost))
+}

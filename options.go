@@ -1,0 +1,149 @@
+package rlock
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults applied by [New] to zero fields of [Options].
+const (
+	// DefaultKeyPrefix is the namespace of every key and channel.
+	DefaultKeyPrefix = "rlock"
+	// DefaultWatchdogTimeout is the lease of locks taken without [WithLease] (Redisson's
+	// lockWatchdogTimeout); the watchdog renews it every third.
+	DefaultWatchdogTimeout = 30 * time.Second
+	// DefaultFairWaitTimeout is how long a queued fair waiter that stops polling keeps its place.
+	DefaultFairWaitTimeout = 5 * time.Second
+)
+
+// Options configures a [Client]. The zero value is valid and means every default.
+type Options struct {
+	// KeyPrefix is the namespace of every key and channel; default "rlock". It must not
+	// contain '{' or '}', which would move the hash tag.
+	KeyPrefix string
+	// WatchdogTimeout is the lease of locks taken without WithLease, renewed every third of
+	// it; default 30s.
+	WatchdogTimeout time.Duration
+	// Wait is how a blocked Lock waits; default PubSub().
+	Wait WaitStrategy
+	// FairWaitTimeout is how long after its last poll a queued fair waiter keeps its place;
+	// default 5s. Live waiters poll well within it and never lose their place.
+	FairWaitTimeout time.Duration
+	// Logger receives background errors (renewal failures); default: discard.
+	Logger *slog.Logger
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.WatchdogTimeout < 0:
+		return o, invalidf("negative WatchdogTimeout %v", o.WatchdogTimeout)
+	case o.FairWaitTimeout < 0:
+		return o, invalidf("negative FairWaitTimeout %v", o.FairWaitTimeout)
+	case strings.ContainsAny(o.KeyPrefix, "{}"):
+		return o, invalidf("KeyPrefix %q contains '{' or '}'", o.KeyPrefix)
+	case o.WatchdogTimeout > 0 && o.WatchdogTimeout < 3*time.Millisecond:
+		return o, invalidf("WatchdogTimeout %v is below 3ms", o.WatchdogTimeout)
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.WatchdogTimeout == 0 {
+		o.WatchdogTimeout = DefaultWatchdogTimeout
+	}
+	if o.FairWaitTimeout == 0 {
+		o.FairWaitTimeout = DefaultFairWaitTimeout
+	}
+	if o.Wait == nil {
+		o.Wait = PubSub()
+	} else if err := o.Wait.validate(); err != nil {
+		return o, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// WaitStrategy is how a blocked Lock waits for the lock to be released. Build one with
+// [PubSub] or [Spin].
+type WaitStrategy interface {
+	// String names the strategy, for logs and benchmark tables.
+	String() string
+	validate() error
+}
+
+type pubSubWait struct{}
+
+// PubSub returns the default strategy: a waiter sleeps until an unlock message arrives on the
+// lock's channel, through one subscription per lock name per Client shared by its local
+// waiters; one message wakes one local waiter. Each sleep is bounded by the holder's remaining
+// lease, so a lost message costs at most one lease.
+func PubSub() WaitStrategy { return pubSubWait{} }
+
+func (pubSubWait) String() string  { return "pubsub" }
+func (pubSubWait) validate() error { return nil }
+
+type spinWait struct{ interval time.Duration }
+
+// Spin returns a strategy that polls the lock every interval (Spring's SPIN_LOCK, 100ms
+// there). It needs no pub/sub. interval must be positive; otherwise every call on a mutex
+// using it returns an error wrapping [ErrInvalid].
+func Spin(interval time.Duration) WaitStrategy { return spinWait{interval: interval} }
+
+func (s spinWait) String() string { return fmt.Sprintf("spin(%v)", s.interval) }
+func (s spinWait) validate() error {
+	if s.interval <= 0 {
+		return invalidf("Spin interval %v is not positive", s.interval)
+	}
+	return nil
+}
+
+// MutexOption configures one [Mutex]; pass it to [Client.NewMutex] or [Client.NewFairMutex].
+type MutexOption func(*mutexConfig)
+
+type mutexConfig struct {
+	lease   time.Duration // 0: watchdog
+	wait    WaitStrategy
+	fencing bool
+	err     error
+}
+
+// WithLease gives every hold a fixed lease of d: no watchdog renews it, and the hold context's
+// deadline is the lease end. d must be positive.
+func WithLease(d time.Duration) MutexOption {
+	return func(c *mutexConfig) {
+		if d <= 0 {
+			c.err = invalidf("WithLease(%v): lease must be positive", d)
+			return
+		}
+		if d < time.Millisecond {
+			c.err = invalidf("WithLease(%v): lease is below 1ms", d)
+			return
+		}
+		c.lease = d
+	}
+}
+
+// WithWait makes this mutex wait with w instead of [Options.Wait].
+func WithWait(w WaitStrategy) MutexOption {
+	return func(c *mutexConfig) {
+		if w == nil {
+			c.err = invalidf("WithWait(nil)")
+			return
+		}
+		if err := w.validate(); err != nil {
+			c.err = err
+			return
+		}
+		c.wait = w
+	}
+}
+
+// WithFencing makes every new hold (not a re-entry) take a strictly larger fencing token from
+// a per-lock counter, read with [Mutex.Token]. All mutexes of one name should agree on it.
+func WithFencing() MutexOption {
+	return func(c *mutexConfig) { c.fencing = true }
+}

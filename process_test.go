@@ -1,0 +1,265 @@
+package rlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// child is a re-executed test binary running one helper.
+type child struct {
+	cmd *exec.Cmd
+	out *bufio.Scanner
+	in  io.WriteCloser
+}
+
+// startChild runs helper name in a new process of this test binary with env added.
+func startChild(t *testing.T, name string, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + name, "REDIS_ADDR=" + redisAddr}, env...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return &child{cmd: cmd, out: bufio.NewScanner(out), in: in}
+}
+
+// expect reads the child's next output line and requires it to be want.
+func (c *child) expect(t *testing.T, want string) {
+	t.Helper()
+	require.True(t, c.out.Scan(), "child ended before printing %q: %v", want, c.out.Err())
+	require.Equal(t, want, c.out.Text())
+}
+
+// wait requires the child to exit with status 0.
+func (c *child) wait(t *testing.T) {
+	t.Helper()
+	for c.out.Scan() {
+		t.Logf("child: %s", c.out.Text())
+	}
+	require.NoError(t, c.cmd.Wait())
+}
+
+// runHelper is main() of a child process: it runs the helper named by RLOCK_TEST_HELPER and
+// returns the exit status.
+func runHelper(name string) int {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer rc.Close()
+	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX")}
+	if os.Getenv("WAIT") == "spin" {
+		opts.Wait = rlock.Spin(5 * time.Millisecond)
+	}
+	if d, err := time.ParseDuration(os.Getenv("WATCHDOG")); err == nil {
+		opts.WatchdogTimeout = d
+	}
+	c, err := rlock.New(rc, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer c.Close()
+	m := c.NewMutex(os.Getenv("LOCK"))
+	if os.Getenv("FAIR") == "1" {
+		m = c.NewFairMutex(os.Getenv("LOCK"))
+	}
+	helpers := map[string]func(rueidis.Client, *rlock.Mutex) error{
+		"counter": helperCounter,
+		"reenter": helperReenter,
+		"hold":    helperHold,
+		"pause":   helperPause,
+	}
+	if err := helpers[name](rc, m); err != nil {
+		fmt.Fprintln(os.Stderr, "helper", name, "failed:", err)
+		return 1
+	}
+	return 0
+}
+
+// helperCounter increments a Redis counter ITERS times with a non-atomic GET/SET under the lock.
+func helperCounter(rc rueidis.Client, m *rlock.Mutex) error {
+	iters, _ := strconv.Atoi(os.Getenv("ITERS"))
+	key := os.Getenv("PREFIX") + ":counter"
+	fmt.Println("ready")
+	for range iters {
+		h, err := m.Lock(bg)
+		if err != nil {
+			return err
+		}
+		v, err := rc.Do(h, rc.B().Get().Key(key).Build()).AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return err
+		}
+		time.Sleep(200 * time.Microsecond)
+		if err := rc.Do(h, rc.B().Set().Key(key).Value(strconv.FormatInt(v+1, 10)).Build()).Error(); err != nil {
+			return err
+		}
+		if err := m.Unlock(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// helperReenter re-enters a lock the parent holds with the shared owner OWNER, reports the
+// hold counts, and releases its hold.
+func helperReenter(_ rueidis.Client, m *rlock.Mutex) error {
+	ctx := rlock.WithOwner(bg, os.Getenv("OWNER"))
+	h, err := m.TryLock(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("re-entry: %w", err)
+	}
+	n, err := m.HoldCount(h)
+	if err != nil {
+		return err
+	}
+	fmt.Println("holds", n)
+	if err := m.Unlock(h); err != nil {
+		return err
+	}
+	n, err = m.HoldCount(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println("holds", n)
+	return nil
+}
+
+// helperHold takes the lock and keeps it until killed.
+func helperHold(_ rueidis.Client, m *rlock.Mutex) error {
+	if _, err := m.Lock(bg); err != nil {
+		return err
+	}
+	fmt.Println("locked")
+	select {}
+}
+
+// helperPause takes the lock, and once told (a line on stdin) reports what became of the hold.
+func helperPause(_ rueidis.Client, m *rlock.Mutex) error {
+	h, err := m.Lock(bg)
+	if err != nil {
+		return err
+	}
+	fmt.Println("locked")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(5 * time.Second):
+	}
+	fmt.Println("cause", context.Cause(h))
+	fmt.Println("unlock", m.Unlock(h))
+	return nil
+}
+
+func TestMutex_exclusionAcrossProcesses(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		const procs, iters = 4, 40
+		children := make([]*child, procs)
+		for i := range children {
+			children[i] = startChild(t, "counter", "PREFIX="+e.prefix, "LOCK=shared", "ITERS="+strconv.Itoa(iters), "WAIT="+wait.String()[:4])
+		}
+		for _, c := range children {
+			c.expect(t, "ready")
+		}
+		for _, c := range children {
+			c.wait(t)
+		}
+		n, err := e.do("GET", e.prefix+":counter").AsInt64()
+		require.NoError(t, err)
+		assert.EqualValues(t, procs*iters, n, "no lost update: the processes excluded each other")
+		e.do("DEL", e.prefix+":counter")
+	})
+}
+
+func TestMutex_crossProcessReentrancy(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("xre")
+	owner := rlock.NewOwnerID()
+	h, err := m.Lock(rlock.WithOwner(bg, owner))
+	require.NoError(t, err)
+
+	c := startChild(t, "reenter", "PREFIX="+e.prefix, "LOCK=xre", "OWNER="+owner)
+	c.expect(t, "holds 2")
+	c.expect(t, "holds 1")
+	c.wait(t)
+
+	n, err := m.HoldCount(h)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.NoError(t, h.Err(), "the other process's release was partial")
+	require.NoError(t, m.Unlock(h))
+	require.ErrorIs(t, h.Err(), context.Canceled)
+}
+
+func TestMutex_killedHolderProcess(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		const timeout = time.Second
+		c := startChild(t, "hold", "PREFIX="+e.prefix, "LOCK=k", "WATCHDOG="+timeout.String())
+		c.expect(t, "locked")
+		require.NoError(t, c.cmd.Process.Kill())
+
+		m := e.client(rlock.Options{Wait: wait}).NewMutex("k")
+		start := time.Now()
+		h, err := m.TryLock(bg, 3*timeout)
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), timeout+200*time.Millisecond, "free within one lease")
+		require.NoError(t, m.Unlock(h))
+	})
+}
+
+// TestMutex_pausedHolderLearnsOfLoss stops the holder process (SIGSTOP) for longer than its
+// lease, as a long GC pause would: another owner takes the lock, and when the holder resumes
+// its hold context is cancelled with ErrLockLost and its Unlock says so.
+func TestMutex_pausedHolderLearnsOfLoss(t *testing.T) {
+	e := newEnv(t)
+	const timeout = 600 * time.Millisecond
+	c := startChild(t, "pause", "PREFIX="+e.prefix, "LOCK=p", "WATCHDOG="+timeout.String())
+	c.expect(t, "locked")
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+
+	m := e.client(rlock.Options{}).NewMutex("p")
+	h, err := m.TryLock(bg, 3*timeout)
+	require.NoError(t, err)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+	_, err = io.WriteString(c.in, "go\n")
+	require.NoError(t, err)
+	c.expect(t, "cause "+rlock.ErrLockLost.Error())
+	c.expect(t, "unlock mutex \"p\": "+rlock.ErrLockLost.Error())
+	c.wait(t)
+
+	n, err := m.HoldCount(h)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the resumed holder did not release the new owner's lock")
+	require.NoError(t, m.Unlock(h))
+}
+
+var _ = errors.Is
+var _ = strings.Contains

@@ -1,0 +1,179 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// addressedPrefix starts a message meant for one waiting owner (fair mutex wake-ups); any
+// other message is a plain unlock that wakes one local waiter.
+const addressedPrefix = "@"
+
+// subscription is this client's one subscription to a lock channel, shared by all local
+// waiters of that lock and reference-counted under Client.mu. It runs on rueidis' multiplexed
+// pub/sub, so it costs no connection of its own.
+type subscription struct {
+	channel string
+	refs    int // guarded by Client.mu
+
+	// wake is the per-name waiter semaphore: an unlock message, or a (re)confirmed
+	// subscription after which messages may have been missed, leaves one permit, and one
+	// waiter takes it. Extra permits are dropped; a spare one only causes one more attempt.
+	wake chan struct{}
+
+	mu        sync.Mutex
+	addressed map[string]chan struct{} // owner -> its wake-up (fair waiters)
+
+	ctx    context.Context // cancelled when the last waiter leaves or the client closes
+	cancel context.CancelFunc
+	done   chan struct{} // closed once unsubscribed and the goroutine exited
+}
+
+// permit posts one wake-up to ch without blocking.
+func permit(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// deliver handles a message on the channel. It runs on rueidis' reader and must not block.
+func (s *subscription) deliver(msg string) {
+	owner, ok := strings.CutPrefix(msg, addressedPrefix)
+	if !ok {
+		permit(s.wake)
+		return
+	}
+	s.mu.Lock()
+	ch := s.addressed[owner]
+	s.mu.Unlock()
+	if ch != nil {
+		permit(ch)
+	}
+}
+
+// confirmed runs when Redis confirms the subscription: an unlock published before that was
+// missed, so one waiter (each addressed one, for fair waiters) must try again.
+func (s *subscription) confirmed() {
+	permit(s.wake)
+	s.mu.Lock()
+	for _, ch := range s.addressed {
+		permit(ch)
+	}
+	s.mu.Unlock()
+}
+
+// address registers (ch non-nil) or removes the wake-up of a fair waiter.
+func (s *subscription) address(owner string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch == nil {
+		delete(s.addressed, owner)
+		return
+	}
+	if s.addressed == nil {
+		s.addressed = make(map[string]chan struct{})
+	}
+	s.addressed[owner] = ch
+}
+
+// subscribe returns the shared subscription to channel with one more reference, starting it if
+// this is the first. It returns nil once the client is closed.
+func (c *Client) subscribe(channel string) *subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil
+	}
+	if s := c.subs[channel]; s != nil {
+		s.refs++
+		return s
+	}
+	s := &subscription{channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(c.ctx)
+	c.subs[channel] = s
+	prev := c.retiring[channel]
+	c.wg.Add(1)
+	go c.runSubscription(s, prev)
+	return s
+}
+
+// unsubscribe drops one reference to s; the last one ends the subscription. A waiter leaving
+// without the lock hands a permit on, in case it had taken the one meant for the next waiter.
+func (c *Client) unsubscribe(s *subscription, handOn bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.refs--; s.refs > 0 {
+		if handOn {
+			permit(s.wake)
+		}
+		return
+	}
+	if c.subs[s.channel] == s {
+		delete(c.subs, s.channel)
+	}
+	c.retiring[s.channel] = s.done
+	s.cancel()
+}
+
+// runSubscription keeps s subscribed until its context ends, re-subscribing after connection
+// failures, then unsubscribes on the server. It starts only after the previous subscription to
+// the same channel has unsubscribed, whose confirmation would otherwise cancel this one.
+func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
+	defer c.wg.Done()
+	defer func() {
+		c.mu.Lock()
+		if c.retiring[s.channel] == s.done {
+			delete(c.retiring, s.channel)
+		}
+		c.mu.Unlock()
+		close(s.done)
+	}()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	hookCtx := rueidis.WithOnSubscriptionHook(s.ctx, func(ps rueidis.PubSubSubscription) {
+		if ps.Kind == "subscribe" {
+			s.confirmed()
+		}
+	})
+	backoff := 10 * time.Millisecond
+	for s.ctx.Err() == nil {
+		err := c.rc.Receive(hookCtx, c.rc.B().Subscribe().Channel(s.channel).Build(),
+			func(msg rueidis.PubSubMessage) { s.deliver(msg.Message) })
+		if s.ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, rueidis.ErrClosing) {
+			// The rueidis client is closed; waiters fall back to polling at the lease bound.
+			c.opts.Logger.Warn("rlock: subscription ended: rueidis client closed", "channel", s.channel)
+			return
+		}
+		// The connection broke (or the server refused): messages may be lost meanwhile, which
+		// the waiters' lease-bounded sleeps cover. Subscribe again.
+		c.opts.Logger.Debug("rlock: subscription interrupted; resubscribing", "channel", s.channel, "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	// Ending Receive only drops rueidis' local handler; the server keeps the subscription
+	// until told otherwise.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.rc.Do(ctx, c.rc.B().Unsubscribe().Channel(s.channel).Build()).Error(); err != nil {
+		c.opts.Logger.Debug("rlock: unsubscribe failed", "channel", s.channel, "error", err)
+	}
+}

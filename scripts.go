@@ -1,0 +1,28 @@
+package rlock
+
+import (
+	_ "embed"
+
+	"github.com/redis/rueidis"
+)
+
+// The scripts are immutable after package initialisation; each file states its KEYS, ARGV and
+// replies. rueidis runs them with EVALSHA and falls back to EVAL on NOSCRIPT.
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+	//go:embed lua/renew.lua
+	renewSrc string
+	//go:embed lua/forceunlock.lua
+	forceUnlockSrc string
+	//go:embed lua/inspect.lua
+	inspectSrc string
+
+	acquireScript     = rueidis.NewLuaScript(acquireSrc)
+	releaseScript     = rueidis.NewLuaScript(releaseSrc)
+	renewScript       = rueidis.NewLuaScript(renewSrc)
+	forceUnlockScript = rueidis.NewLuaScript(forceUnlockSrc)
+	inspectScript     = rueidis.NewLuaScriptReadOnly(inspectSrc)
+)

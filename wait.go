@@ -1,0 +1,144 @@
+package rlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// waiter is one Lock or TryLock call trying to acquire a mutex.
+type waiter struct {
+	m        *Mutex
+	owner    string
+	ctx      context.Context
+	bounded  bool      // TryLock: give up at deadline
+	deadline time.Time //
+	// ambiguous is set when an attempt's reply was lost: it may have taken the lock, so the
+	// next attempt adopts an existing hold of the owner instead of counting it again.
+	ambiguous bool
+}
+
+// try runs one acquire attempt.
+func (w *waiter) try() (attempt, error) {
+	a, err := w.m.tryAcquire(w.ctx, w.owner, w.ambiguous)
+	w.ambiguous = isTransport(err)
+	return a, err
+}
+
+// acquire runs the first attempt and then waits with the mutex's strategy until an attempt
+// succeeds, the wait ends, ctx is done, or the client closes.
+func (w *waiter) acquire() (attempt, error) {
+	a, err := w.try()
+	if err == nil && a.acquired {
+		return a, nil
+	}
+	if err != nil && !isTransport(err) {
+		return a, err
+	}
+	if w.bounded && !time.Now().Before(w.deadline) {
+		if err != nil {
+			return a, err
+		}
+		return a, fmt.Errorf("mutex %q: %w", w.m.name, ErrNotObtained)
+	}
+	if s, ok := w.m.wait.(spinWait); ok {
+		return w.spin(s.interval, err)
+	}
+	return w.pubsub(a, err)
+}
+
+// spin polls every interval, as Spring's RedisLockRegistry does.
+func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
+	backoff := newBackoff()
+	for {
+		d := interval
+		if err != nil {
+			d = backoff.next()
+		}
+		if err := w.sleep(d, nil); err != nil {
+			return attempt{}, err
+		}
+		var a attempt
+		a, err = w.try()
+		if err == nil && a.acquired {
+			return a, nil
+		}
+		if err != nil && !isTransport(err) {
+			return a, err
+		}
+	}
+}
+
+// pubsub sleeps on the lock's shared subscription until an unlock message or the holder's
+// lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
+// unlock published between the first attempt and the subscription is not missed.
+func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
+	c := w.m.c
+	s := c.subscribe(w.m.keys.channel)
+	if s == nil {
+		return a, ErrClosed
+	}
+	acquired := false
+	defer func() { c.unsubscribe(s, !acquired) }()
+	backoff := newBackoff()
+	for {
+		d := w.m.leaseBound(a.pttl)
+		if err != nil {
+			d = backoff.next()
+		}
+		if err := w.sleep(d, s.wake); err != nil {
+			return attempt{}, err
+		}
+		a, err = w.try()
+		if err == nil && a.acquired {
+			acquired = true
+			return a, nil
+		}
+		if err != nil && !isTransport(err) {
+			return a, err
+		}
+	}
+}
+
+// leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past
+// it, so a lost message or an expiry (which publishes nothing) costs at most one lease.
+func (m *Mutex) leaseBound(pttl time.Duration) time.Duration {
+	if pttl < 0 {
+		return m.c.opts.WatchdogTimeout // a key without expiry, not made by this library
+	}
+	return pttl + time.Millisecond
+}
+
+// sleep waits for d (cut to the remaining wait), a permit on wake, ctx, or Close. It returns
+// ErrNotObtained at once when the wait has run out, and ctx's error or ErrClosed when those
+// end the wait.
+func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
+	if w.bounded {
+		left := time.Until(w.deadline)
+		if left <= 0 {
+			return fmt.Errorf("mutex %q: %w", w.m.name, ErrNotObtained)
+		}
+		d = min(d, left)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-wake:
+	case <-w.ctx.Done():
+		return fmt.Errorf("mutex %q: waiting: %w", w.m.name, w.ctx.Err())
+	case <-w.m.c.ctx.Done():
+		return ErrClosed
+	}
+	return nil
+}
+
+// backoff spaces retries after transport errors: 10ms doubling to 1s.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 5 * time.Millisecond} }
+
+func (b *backoff) next() time.Duration {
+	b.d = min(2*b.d, time.Second)
+	return b.d
+}
