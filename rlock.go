@@ -13,8 +13,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// callTimeout bounds one script call made for a caller whose own context may be cancelled:
-// the call runs to completion (so the library knows whether it took the lock) but not forever.
+// callTimeout bounds a read made with a context that has already ended.
 const callTimeout = 10 * time.Second
 
 // releaseBudget bounds the retries of one Unlock after transport errors.
@@ -235,9 +234,9 @@ func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt bool) (attem
 		adoptArg = "1"
 	}
 	a := attempt{sent: time.Now()}
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	defer cancel()
-	reply, err := acquireScript.Exec(callCtx, m.c.rc,
+	// The caller's cancellation does not cut the call short: its outcome must be known (a
+	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
+	reply, err := acquireScript.Exec(context.WithoutCancel(ctx), m.c.rc,
 		[]string{m.keys.lock, m.keys.fence},
 		[]string{owner, strconv.FormatInt(m.leaseFor().Milliseconds(), 10), fence, adoptArg},
 	).AsIntSlice()
@@ -266,6 +265,19 @@ func (m *Mutex) redisErr(op string, err error) error {
 			invalidf("key %q holds a value that is not a lock of this library", m.keys.lock))
 	}
 	return fmt.Errorf("rlock: %s %q: %w", op, m.name, err)
+}
+
+// giveUpAfter returns a context for one call that stops waiting for the reply after d. It is
+// cancelled rather than given a deadline: rueidis closes a connection whose deadline passes
+// mid-call (failing every other call on it), but only abandons the reply of a cancelled call,
+// which still runs; a replay of the same request then recovers its outcome.
+func giveUpAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := time.AfterFunc(d, cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
+	}
 }
 
 // isTransport reports whether err is a transport failure (the command may or may not have
@@ -360,19 +372,16 @@ type pendingRelease struct {
 	ambiguous   bool // some attempt's reply was lost: the request may already have run
 }
 
-// release runs the release script for p, retrying transport errors within releaseBudget;
-// attempts after a lost reply ask the script to recognise a request that already ran.
+// release runs the release script for p, retrying transport errors within releaseBudget with
+// the same request id, which the script recognises if an earlier attempt already ran.
 func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
 	keys := []string{m.keys.lock, m.keys.channel}
+	args := []string{owner, p.request, unlockMessage}
 	give := time.Now().Add(releaseBudget)
 	backoff := 10 * time.Millisecond
 	for {
-		replay := "0"
-		if p.ambiguous {
-			replay = "1"
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), give)
-		left, err := releaseScript.Exec(ctx, m.c.rc, keys, []string{owner, p.request, unlockMessage, replay}).AsInt64()
+		ctx, cancel := giveUpAfter(context.Background(), time.Until(give))
+		left, err := releaseScript.Exec(ctx, m.c.rc, keys, args).AsInt64()
 		cancel()
 		if err == nil {
 			return left, nil

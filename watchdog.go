@@ -1,7 +1,6 @@
 package rlock
 
 import (
-	"context"
 	"strconv"
 	"time"
 )
@@ -74,7 +73,7 @@ func (c *Client) renewChunk(holds []*hold, lease string) {
 		args = append(args, h.owner)
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(c.ctx, c.opts.WatchdogTimeout/3)
+	ctx, cancel := giveUpAfter(c.ctx, c.opts.WatchdogTimeout/3)
 	renewed, err := renewScript.Exec(ctx, c.rc, keys, args).AsIntSlice()
 	cancel()
 	if err == nil && len(renewed) != len(holds) {

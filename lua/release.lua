@@ -1,10 +1,9 @@
--- release.lua: give back one hold of an owner; a replayed request never releases twice.
+-- release.lua: give back one hold of an owner; a repeated request never releases twice.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel
 -- ARGV[1] owner id
 -- ARGV[2] request id of this Unlock
 -- ARGV[3] unlock message
--- ARGV[4] '1' when this request may already have run (an earlier attempt's reply was lost)
 -- A partial release records "<request id>:<count>" in the hash field NUL..owner (owner ids
 -- have no control characters), so a replay returns that count instead of releasing again; a
 -- full release deletes the hash, marker included, so no key outlives the lock.
@@ -12,13 +11,11 @@
 -- on KEYS[2]), or -1 when the owner holds nothing (nothing is written).
 -- Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
 local marker = '\0' .. ARGV[1]
-if ARGV[4] == '1' then
-  local done = redis.call('hget', KEYS[1], marker)
-  if done then
-    local id, n = string.match(done, '^(.*):(%d+)$')
-    if id == ARGV[2] then
-      return tonumber(n)
-    end
+local done = redis.call('hget', KEYS[1], marker)
+if done then
+  local id, n = string.match(done, '^(.*):(%d+)$')
+  if id == ARGV[2] then
+    return tonumber(n)
   end
 end
 if not redis.call('hget', KEYS[1], ARGV[1]) then
