@@ -16,45 +16,47 @@ import (
 var bg = context.Background()
 
 func TestMutex_Lock_reentrantHoldCounts(t *testing.T) {
-	e := newEnv(t)
-	m := e.client(rlock.Options{}).NewMutex("re")
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		m := newMutex(e.client(rlock.Options{}), "re")
 
-	outer, err := m.Lock(bg)
-	require.NoError(t, err)
-	owner, ok := rlock.Owner(outer)
-	require.True(t, ok)
+		outer, err := m.Lock(bg)
+		require.NoError(t, err)
+		owner, ok := rlock.Owner(outer)
+		require.True(t, ok)
 
-	inner, err := m.Lock(outer)
-	require.NoError(t, err)
-	got, _ := rlock.Owner(inner)
-	assert.Equal(t, owner, got, "a nested Lock keeps the owner")
-	n, err := m.HoldCount(inner)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
+		inner, err := m.Lock(outer)
+		require.NoError(t, err)
+		got, _ := rlock.Owner(inner)
+		assert.Equal(t, owner, got, "a nested Lock keeps the owner")
+		n, err := m.HoldCount(inner)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
 
-	// A third hold through an unrelated context that names the same owner.
-	third, err := m.TryLock(rlock.WithOwner(bg, owner), 0)
-	require.NoError(t, err)
-	n, _ = m.HoldCount(outer)
-	assert.Equal(t, 3, n)
+		// A third hold through an unrelated context that names the same owner.
+		third, err := m.TryLock(rlock.WithOwner(bg, owner), 0)
+		require.NoError(t, err)
+		n, _ = m.HoldCount(outer)
+		assert.Equal(t, 3, n)
 
-	require.NoError(t, m.Unlock(third))
-	require.NoError(t, m.Unlock(inner))
-	n, _ = m.HoldCount(outer)
-	assert.Equal(t, 1, n)
-	assert.NoError(t, outer.Err(), "a partial release cancels nothing")
-	assert.NoError(t, inner.Err(), "a partial release cancels nothing")
-	assert.NoError(t, third.Err(), "a partial release cancels nothing")
+		require.NoError(t, m.Unlock(third))
+		require.NoError(t, m.Unlock(inner))
+		n, _ = m.HoldCount(outer)
+		assert.Equal(t, 1, n)
+		assert.NoError(t, outer.Err(), "a partial release cancels nothing")
+		assert.NoError(t, inner.Err(), "a partial release cancels nothing")
+		assert.NoError(t, third.Err(), "a partial release cancels nothing")
 
-	require.NoError(t, m.Unlock(outer))
-	for _, ctx := range []context.Context{outer, inner, third} {
-		require.ErrorIs(t, ctx.Err(), context.Canceled)
-		require.ErrorIs(t, context.Cause(ctx), context.Canceled)
-	}
-	locked, err := m.IsLocked(bg)
-	require.NoError(t, err)
-	assert.False(t, locked)
-	assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld, "after the last hold, Unlock is ErrNotHeld")
+		require.NoError(t, m.Unlock(outer))
+		for _, ctx := range []context.Context{outer, inner, third} {
+			require.ErrorIs(t, ctx.Err(), context.Canceled)
+			require.ErrorIs(t, context.Cause(ctx), context.Canceled)
+		}
+		locked, err := m.IsLocked(bg)
+		require.NoError(t, err)
+		assert.False(t, locked)
+		assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld, "after the last hold, Unlock is ErrNotHeld")
+	})
 }
 
 func TestMutex_inspectionFromAnotherOwner(t *testing.T) {
@@ -98,7 +100,7 @@ func TestMutex_inspectionFromAnotherOwner(t *testing.T) {
 // TestMutex_exclusion guards a non-atomic counter with 16 clients x 50 iterations, and with
 // goroutines sharing one client, under both wait strategies.
 func TestMutex_exclusion(t *testing.T) {
-	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		for _, tc := range []struct {
 			name           string
 			clients, iters int
@@ -121,7 +123,7 @@ func TestMutex_exclusion(t *testing.T) {
 					if c == nil {
 						c = e.client(rlock.Options{Wait: wait})
 					}
-					m := c.NewMutex("counter")
+					m := newMutex(c, "counter")
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -158,10 +160,10 @@ func TestMutex_exclusion(t *testing.T) {
 }
 
 func TestMutex_WithLease_expiryLetsOthersIn(t *testing.T) {
-	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{Wait: wait})
-		m := c.NewMutex("lease", rlock.WithLease(300*time.Millisecond))
+		m := newMutex(c, "lease", rlock.WithLease(300*time.Millisecond))
 
 		start := time.Now()
 		h, err := m.Lock(bg)
@@ -202,25 +204,27 @@ func TestMutex_WithLease_reentryOutlivesOuterDeadline(t *testing.T) {
 }
 
 func TestMutex_watchdogKeepsLockPastTimeout(t *testing.T) {
-	e := newEnv(t)
-	const timeout = time.Second
-	c := e.client(rlock.Options{WatchdogTimeout: timeout})
-	m := c.NewMutex("wd")
-	h, err := m.Lock(bg)
-	require.NoError(t, err)
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		const timeout = time.Second
+		c := e.client(rlock.Options{WatchdogTimeout: timeout})
+		m := newMutex(c, "wd")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
 
-	time.Sleep(5*timeout + timeout/2)
-	require.NoError(t, h.Err(), "the hold is alive")
-	ttl, err := m.TTL(bg)
-	require.NoError(t, err)
-	assert.Greater(t, ttl, timeout/3, "renewed, not merely surviving")
-	_, err = m.TryLock(bg, 0)
-	require.ErrorIs(t, err, rlock.ErrNotObtained)
-	require.NoError(t, m.Unlock(h))
+		time.Sleep(5*timeout + timeout/2)
+		require.NoError(t, h.Err(), "the hold is alive")
+		ttl, err := m.TTL(bg)
+		require.NoError(t, err)
+		assert.Greater(t, ttl, timeout/3, "renewed, not merely surviving")
+		_, err = m.TryLock(bg, 0)
+		require.ErrorIs(t, err, rlock.ErrNotObtained)
+		require.NoError(t, m.Unlock(h))
 
-	// Nothing is renewed after Unlock: the key stays gone across several renewal periods.
-	time.Sleep(timeout)
-	assert.Empty(t, e.keys())
+		// Nothing is renewed after Unlock: the key stays gone across several renewal periods.
+		time.Sleep(timeout)
+		assert.Empty(t, e.keys())
+	})
 }
 
 func TestMutex_closedClientLosesLockWithinLease(t *testing.T) {
@@ -243,37 +247,39 @@ func TestMutex_closedClientLosesLockWithinLease(t *testing.T) {
 }
 
 func TestMutex_ForceUnlock_cancelsHolderWithinRenewal(t *testing.T) {
-	e := newEnv(t)
-	const timeout = 900 * time.Millisecond
-	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("force")
-	h, err := m.Lock(bg)
-	require.NoError(t, err)
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		const timeout = 900 * time.Millisecond
+		m := newMutex(e.client(rlock.Options{WatchdogTimeout: timeout}), "force")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
 
-	other := e.client(rlock.Options{}).NewMutex("force")
-	start := time.Now()
-	existed, err := other.ForceUnlock(bg)
-	require.NoError(t, err)
-	assert.True(t, existed)
-	require.ErrorIs(t, causeOf(h, 2*timeout/3), rlock.ErrLockLost, "cancelled within one renewal interval")
-	t.Logf("holder learned of the force-unlock after %v", time.Since(start))
-	assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+		other := newMutex(e.client(rlock.Options{}), "force")
+		start := time.Now()
+		existed, err := other.ForceUnlock(bg)
+		require.NoError(t, err)
+		assert.True(t, existed)
+		require.ErrorIs(t, causeOf(h, 2*timeout/3), rlock.ErrLockLost, "cancelled within one renewal interval")
+		t.Logf("holder learned of the force-unlock after %v", time.Since(start))
+		assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
 
-	existed, err = other.ForceUnlock(bg)
-	require.NoError(t, err)
-	assert.False(t, existed)
+		existed, err = other.ForceUnlock(bg)
+		require.NoError(t, err)
+		assert.False(t, existed)
 
-	// A local ForceUnlock ends the local holds at once.
-	h, err = m.Lock(bg)
-	require.NoError(t, err)
-	_, err = m.ForceUnlock(bg)
-	require.NoError(t, err)
-	require.ErrorIs(t, causeOf(h, 0), rlock.ErrLockLost)
+		// A local ForceUnlock ends the local holds at once.
+		h, err = m.Lock(bg)
+		require.NoError(t, err)
+		_, err = m.ForceUnlock(bg)
+		require.NoError(t, err)
+		require.ErrorIs(t, causeOf(h, 0), rlock.ErrLockLost)
+	})
 }
 
 func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
-	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := e.client(rlock.Options{Wait: wait}).NewMutex("force-wake")
+		m := newMutex(e.client(rlock.Options{Wait: wait}), "force-wake")
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
 		got := make(chan error, 1)
@@ -285,7 +291,7 @@ func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
 			got <- err
 		}()
 		time.Sleep(50 * time.Millisecond)
-		_, err = e.client(rlock.Options{}).NewMutex("force-wake").ForceUnlock(bg)
+		_, err = newMutex(e.client(rlock.Options{}), "force-wake").ForceUnlock(bg)
 		require.NoError(t, err)
 		select {
 		case err := <-got:
@@ -298,45 +304,49 @@ func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
 }
 
 func TestMutex_holdContext(t *testing.T) {
-	e := newEnv(t)
-	m := e.client(rlock.Options{WatchdogTimeout: 600 * time.Millisecond}).NewMutex("hctx")
-	type key struct{}
-	parent, cancel := context.WithCancel(context.WithValue(bg, key{}, "v"))
-	h, err := m.Lock(parent)
-	require.NoError(t, err)
-	assert.Equal(t, "v", h.Value(key{}), "the hold context derives from ctx")
-	_, hasDeadline := h.Deadline()
-	assert.False(t, hasDeadline, "a watchdog hold has no deadline")
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		m := newMutex(e.client(rlock.Options{WatchdogTimeout: 600 * time.Millisecond}), "hctx")
+		type key struct{}
+		parent, cancel := context.WithCancel(context.WithValue(bg, key{}, "v"))
+		h, err := m.Lock(parent)
+		require.NoError(t, err)
+		assert.Equal(t, "v", h.Value(key{}), "the hold context derives from ctx")
+		_, hasDeadline := h.Deadline()
+		assert.False(t, hasDeadline, "a watchdog hold has no deadline")
 
-	cancel()
-	require.ErrorIs(t, h.Err(), context.Canceled)
-	time.Sleep(time.Second) // past the original lease: the watchdog still renews
-	locked, err := m.IsLocked(bg)
-	require.NoError(t, err)
-	assert.True(t, locked, "cancelling the Lock context after it returned does not release the lock")
-	require.NoError(t, m.Unlock(h), "a cancelled hold context can still unlock")
-	locked, _ = m.IsLocked(bg)
-	assert.False(t, locked)
+		cancel()
+		require.ErrorIs(t, h.Err(), context.Canceled)
+		time.Sleep(time.Second) // past the original lease: the watchdog still renews
+		locked, err := m.IsLocked(bg)
+		require.NoError(t, err)
+		assert.True(t, locked, "cancelling the Lock context after it returned does not release the lock")
+		require.NoError(t, m.Unlock(h), "a cancelled hold context can still unlock")
+		locked, _ = m.IsLocked(bg)
+		assert.False(t, locked)
+	})
 }
 
 func TestMutex_Lock_doneContext(t *testing.T) {
-	e := newEnv(t)
-	m := e.client(rlock.Options{}).NewMutex("done")
-	ctx, cancel := context.WithCancel(bg)
-	cancel()
-	_, err := m.Lock(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	_, err = m.TryLock(ctx, time.Second)
-	require.ErrorIs(t, err, context.Canceled)
-	locked, err := m.IsLocked(bg)
-	require.NoError(t, err)
-	assert.False(t, locked, "a done context acquires nothing")
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		m := newMutex(e.client(rlock.Options{}), "done")
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		_, err := m.Lock(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = m.TryLock(ctx, time.Second)
+		require.ErrorIs(t, err, context.Canceled)
+		locked, err := m.IsLocked(bg)
+		require.NoError(t, err)
+		assert.False(t, locked, "a done context acquires nothing")
+	})
 }
 
 func TestMutex_waitEndsLeaveNothing(t *testing.T) {
-	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := e.client(rlock.Options{Wait: wait}).NewMutex("busy")
+		m := newMutex(e.client(rlock.Options{Wait: wait}), "busy")
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
 
@@ -394,54 +404,56 @@ func TestMutex_pubsubSharesOneSubscription(t *testing.T) {
 }
 
 func TestMutex_fencingTokens(t *testing.T) {
-	e := newEnv(t)
-	c := e.client(rlock.Options{})
-	m := c.NewMutex("fenced", rlock.WithFencing())
-	var last int64
-	for range 3 {
-		h, err := m.Lock(bg)
-		require.NoError(t, err)
-		tok, ok := m.Token(h)
-		require.True(t, ok)
-		assert.Greater(t, tok, last, "each new hold gets a larger token")
-		last = tok
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{})
+		m := newMutex(c, "fenced", rlock.WithFencing())
+		var last int64
+		for range 3 {
+			h, err := m.Lock(bg)
+			require.NoError(t, err)
+			tok, ok := m.Token(h)
+			require.True(t, ok)
+			assert.Greater(t, tok, last, "each new hold gets a larger token")
+			last = tok
 
-		inner, err := m.Lock(h)
+			inner, err := m.Lock(h)
+			require.NoError(t, err)
+			tok2, ok := m.Token(inner)
+			require.True(t, ok)
+			assert.Equal(t, tok, tok2, "re-entry keeps the token")
+			require.NoError(t, m.Unlock(inner))
+			require.NoError(t, m.Unlock(h))
+		}
+		// Another client's holds continue the sequence.
+		m2 := newMutex(e.client(rlock.Options{}), "fenced", rlock.WithFencing())
+		h, err := m2.Lock(bg)
 		require.NoError(t, err)
-		tok2, ok := m.Token(inner)
-		require.True(t, ok)
-		assert.Equal(t, tok, tok2, "re-entry keeps the token")
-		require.NoError(t, m.Unlock(inner))
-		require.NoError(t, m.Unlock(h))
-	}
-	// Another client's holds continue the sequence.
-	m2 := e.client(rlock.Options{}).NewMutex("fenced", rlock.WithFencing())
-	h, err := m2.Lock(bg)
-	require.NoError(t, err)
-	tok, _ := m2.Token(h)
-	assert.Equal(t, last+1, tok)
-	_, ok := m.Token(h)
-	assert.False(t, ok, "a hold of another client's mutex is not this mutex's hold")
-	require.NoError(t, m2.Unlock(h))
+		tok, _ := m2.Token(h)
+		assert.Equal(t, last+1, tok)
+		_, ok := m.Token(h)
+		assert.False(t, ok, "a hold of another client's mutex is not this mutex's hold")
+		require.NoError(t, m2.Unlock(h))
 
-	plain := c.NewMutex("plain")
-	h, err = plain.Lock(bg)
-	require.NoError(t, err)
-	tok, ok = plain.Token(h)
-	assert.False(t, ok)
-	assert.Zero(t, tok)
-	_, ok = m.Token(bg)
-	assert.False(t, ok)
-	require.NoError(t, plain.Unlock(h))
-	assert.Equal(t, []string{e.prefix + ":{fenced}:fence"}, e.keys(), "only the counter remains")
+		plain := newMutex(c, "plain")
+		h, err = plain.Lock(bg)
+		require.NoError(t, err)
+		tok, ok = plain.Token(h)
+		assert.False(t, ok)
+		assert.Zero(t, tok)
+		_, ok = m.Token(bg)
+		assert.False(t, ok)
+		require.NoError(t, plain.Unlock(h))
+		assert.Equal(t, []string{e.prefix + ":{fenced}:fence"}, e.keys(), "only the counter remains")
+	})
 }
 
 func TestClient_Close(t *testing.T) {
-	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		e.dirty = true // the held lock expires by itself
 		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})
-		m := c.NewMutex("close")
+		m := newMutex(c, "close")
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
 
@@ -474,10 +486,10 @@ func TestClient_Close(t *testing.T) {
 		assert.ErrorIs(t, err, rlock.ErrClosed)
 		_, err = m.TTL(bg)
 		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = c.NewMutex("another").Lock(bg)
+		_, err = newMutex(c, "another").Lock(bg)
 		assert.ErrorIs(t, err, rlock.ErrClosed)
 
-		locked, err := e.client(rlock.Options{}).NewMutex("close").IsLocked(bg)
+		locked, err := newMutex(e.client(rlock.Options{}), "close").IsLocked(bg)
 		require.NoError(t, err)
 		assert.True(t, locked, "Close does not release held locks")
 		assert.Empty(t, e.channels(), "Close drops the subscriptions")
@@ -587,20 +599,22 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestMutex_Unlock_errors(t *testing.T) {
-	e := newEnv(t)
-	m := e.client(rlock.Options{}).NewMutex("unlock")
-	assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
-	assert.ErrorIs(t, m.Unlock(rlock.WithOwner(bg, "nobody")), rlock.ErrNotHeld)
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		e := newEnv(t)
+		m := newMutex(e.client(rlock.Options{}), "unlock")
+		assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
+		assert.ErrorIs(t, m.Unlock(rlock.WithOwner(bg, "nobody")), rlock.ErrNotHeld)
 
-	h, err := m.Lock(bg)
-	require.NoError(t, err)
-	other := rlock.WithOwner(bg, "intruder")
-	require.ErrorIs(t, m.Unlock(other), rlock.ErrNotHeld)
-	n, err := m.HoldCount(h)
-	require.NoError(t, err)
-	assert.Equal(t, 1, n, "a foreign Unlock changes nothing")
-	require.NoError(t, m.Unlock(h))
-	err = m.Unlock(h)
-	require.ErrorIs(t, err, rlock.ErrNotHeld)
-	assert.False(t, errors.Is(err, rlock.ErrLockLost))
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		other := rlock.WithOwner(bg, "intruder")
+		require.ErrorIs(t, m.Unlock(other), rlock.ErrNotHeld)
+		n, err := m.HoldCount(h)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "a foreign Unlock changes nothing")
+		require.NoError(t, m.Unlock(h))
+		err = m.Unlock(h)
+		require.ErrorIs(t, err, rlock.ErrNotHeld)
+		assert.False(t, errors.Is(err, rlock.ErrLockLost))
+	})
 }

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		redisAddr, stop = srv.addr, srv.stop
+		os.Setenv("REDIS_ADDR", redisAddr) // for the package's internal tests
 	}
 	code := m.Run()
 	if code == 0 {
@@ -196,6 +197,32 @@ func eachStrategy(t *testing.T, f func(t *testing.T, wait rlock.WaitStrategy)) {
 	for _, s := range strategies {
 		t.Run(s.name, func(t *testing.T) { f(t, s.wait) })
 	}
+}
+
+// mutexMaker makes a mutex of one kind: (*rlock.Client).NewMutex or NewFairMutex.
+type mutexMaker = func(c *rlock.Client, name string, opts ...rlock.MutexOption) *rlock.Mutex
+
+// kinds are the two mutex constructors; the plain mutex's behaviour tests run for both.
+var kinds = []struct {
+	name string
+	new  mutexMaker
+}{
+	{"plain", (*rlock.Client).NewMutex},
+	{"fair", (*rlock.Client).NewFairMutex},
+}
+
+// eachKind runs f as a subtest per mutex kind.
+func eachKind(t *testing.T, f func(t *testing.T, newMutex mutexMaker)) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { f(t, k.new) })
+	}
+}
+
+// eachKindAndStrategy runs f as a subtest per mutex kind and wait strategy.
+func eachKindAndStrategy(t *testing.T, f func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy)) {
+	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) { f(t, newMutex, wait) })
+	})
 }
 
 // causeOf waits up to d for ctx to end and returns its cause, or nil if it did not end.

@@ -28,6 +28,9 @@ type subscription struct {
 
 	mu        sync.Mutex
 	addressed map[string]chan struct{} // owner -> its wake-up (fair waiters)
+	// unclaimed remembers addressed messages that found no waiter: one may be for a waiter of
+	// this client between its attempt and its registration. Bounded by maxUnclaimed.
+	unclaimed map[string]struct{}
 
 	ctx    context.Context // cancelled when the last waiter leaves or the client closes
 	cancel context.CancelFunc
@@ -51,11 +54,21 @@ func (s *subscription) deliver(msg string) {
 	}
 	s.mu.Lock()
 	ch := s.addressed[owner]
+	if ch == nil {
+		if s.unclaimed == nil || len(s.unclaimed) >= maxUnclaimed {
+			s.unclaimed = make(map[string]struct{})
+		}
+		s.unclaimed[owner] = struct{}{}
+	}
 	s.mu.Unlock()
 	if ch != nil {
 		permit(ch)
 	}
 }
+
+// maxUnclaimed bounds the memory of addressed messages nobody here was waiting for (most are
+// for waiters in other processes).
+const maxUnclaimed = 1024
 
 // confirmed runs when Redis confirms the subscription: an unlock published before that was
 // missed, so one waiter (each addressed one, for fair waiters) must try again.
@@ -80,6 +93,10 @@ func (s *subscription) address(owner string, ch chan struct{}) {
 		s.addressed = make(map[string]chan struct{})
 	}
 	s.addressed[owner] = ch
+	if _, missed := s.unclaimed[owner]; missed {
+		delete(s.unclaimed, owner)
+		permit(ch)
+	}
 }
 
 // subscribe returns the shared subscription to channel with one more reference, starting it if

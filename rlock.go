@@ -201,9 +201,9 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration) (context.Context, 
 			return nil, fmt.Errorf("mutex %q: %w", m.name, err)
 		}
 	} else {
-		owner = NewOwnerID()
+		owner = m.c.requestID() // unique across clients: a random client id and a counter
 	}
-	w := waiter{m: m, owner: owner, ctx: ctx, bounded: wait >= 0}
+	w := waiter{m: m, owner: owner, ctx: ctx, bounded: wait >= 0, join: wait != 0}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
@@ -220,12 +220,14 @@ type attempt struct {
 	count    int64         // owner's hold count after acquiring
 	token    int64         // fencing token of the hold
 	pttl     time.Duration // when not acquired: holder's remaining lease, -1 for none
+	head     bool          // fair mutex, not acquired: the owner heads the queue
 	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
 }
 
 // tryAcquire runs the acquire script once. adopt asks the script to take over a hold the owner
-// already has without counting it again (after a lost reply).
-func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt bool) (attempt, error) {
+// already has without counting it again (after a lost reply); join lets a fair waiter join
+// (or stay in) the queue.
+func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt, join bool) (attempt, error) {
 	fence, adoptArg := "0", "0"
 	if m.fencing {
 		fence = "1"
@@ -233,27 +235,42 @@ func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt bool) (attem
 	if adopt {
 		adoptArg = "1"
 	}
+	lease := strconv.FormatInt(m.leaseFor().Milliseconds(), 10)
 	a := attempt{sent: time.Now()}
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
-	reply, err := acquireScript.Exec(context.WithoutCancel(ctx), m.c.rc,
-		[]string{m.keys.lock, m.keys.fence},
-		[]string{owner, strconv.FormatInt(m.leaseFor().Milliseconds(), 10), fence, adoptArg},
-	).AsIntSlice()
+	ctx = context.WithoutCancel(ctx)
+	var r rueidis.RedisResult
+	if m.fair {
+		mode := "try"
+		if join {
+			mode = "wait"
+		}
+		r = fairAcquireScript.Exec(ctx, m.c.rc,
+			[]string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.fence},
+			[]string{owner, lease, fence, adoptArg, strconv.FormatInt(m.c.opts.FairWaitTimeout.Milliseconds(), 10), mode})
+	} else {
+		r = acquireScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.fence}, []string{owner, lease, fence, adoptArg})
+	}
+	reply, err := r.AsIntSlice()
 	if err != nil {
 		return a, m.redisErr("acquire", err)
 	}
-	if len(reply) >= 3 && reply[0] == 1 {
+	if len(reply) == 3 && reply[0] == 1 {
 		a.acquired, a.count, a.token = true, reply[1], reply[2]
 		return a, nil
 	}
-	if len(reply) != 2 {
+	if len(reply) < 2 || reply[0] != 0 {
 		return a, fmt.Errorf("rlock: mutex %q: unexpected acquire reply %v", m.name, reply)
 	}
 	a.pttl = time.Duration(reply[1]) * time.Millisecond
-	if reply[1] < 0 {
+	switch {
+	case reply[1] == -2:
+		a.pttl = 0 // free, but a fair waiter is ahead
+	case reply[1] < 0:
 		a.pttl = -1
 	}
+	a.head = len(reply) == 3 && reply[2] == 1
 	return a, nil
 }
 
@@ -375,14 +392,18 @@ type pendingRelease struct {
 // release runs the release script for p, retrying transport errors within releaseBudget with
 // the same request id, which the script recognises if an earlier attempt already ran.
 func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
-	keys := []string{m.keys.lock, m.keys.channel}
-	args := []string{owner, p.request, unlockMessage}
+	script, keys, args := releaseScript, []string{m.keys.lock, m.keys.channel}, []string{owner, p.request, unlockMessage}
+	if m.fair {
+		script = fairReleaseScript
+		keys = []string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}
+		args = []string{owner, p.request, addressedPrefix}
+	}
 	give := time.Now().Add(releaseBudget)
 	backoff := 10 * time.Millisecond
 	for {
-		ctx, cancel := giveUpAfter(context.Background(), time.Until(give))
-		left, err := releaseScript.Exec(ctx, m.c.rc, keys, args).AsInt64()
-		cancel()
+		// No context deadline: rueidis' connection timeout bounds the call, and a deadline
+		// passing mid-call would close the connection under every other call on it.
+		left, err := script.Exec(context.Background(), m.c.rc, keys, args).AsInt64()
 		if err == nil {
 			return left, nil
 		}
@@ -406,8 +427,14 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	n, err := forceUnlockScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.channel},
-		[]string{unlockMessage}).AsInt64()
+	var r rueidis.RedisResult
+	if m.fair {
+		r = fairForceUnlockScript.Exec(ctx, m.c.rc,
+			[]string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}, []string{addressedPrefix})
+	} else {
+		r = forceUnlockScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.channel}, []string{unlockMessage})
+	}
+	n, err := r.AsInt64()
 	if err != nil {
 		return false, m.redisErr("force unlock", err)
 	}

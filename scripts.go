@@ -19,10 +19,23 @@ var (
 	forceUnlockSrc string
 	//go:embed lua/inspect.lua
 	inspectSrc string
+	//go:embed lua/fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed lua/fair_release.lua
+	fairReleaseSrc string
+	//go:embed lua/fair_leave.lua
+	fairLeaveSrc string
+	//go:embed lua/fair_forceunlock.lua
+	fairForceUnlockSrc string
 
 	acquireScript     = rueidis.NewLuaScript(acquireSrc)
 	releaseScript     = rueidis.NewLuaScript(releaseSrc)
 	renewScript       = rueidis.NewLuaScript(renewSrc)
 	forceUnlockScript = rueidis.NewLuaScript(forceUnlockSrc)
 	inspectScript     = rueidis.NewLuaScriptReadOnly(inspectSrc)
+
+	fairAcquireScript     = rueidis.NewLuaScript(fairAcquireSrc)
+	fairReleaseScript     = rueidis.NewLuaScript(fairReleaseSrc)
+	fairLeaveScript       = rueidis.NewLuaScript(fairLeaveSrc)
+	fairForceUnlockScript = rueidis.NewLuaScript(fairForceUnlockSrc)
 )

@@ -13,6 +13,7 @@ type waiter struct {
 	ctx      context.Context
 	bounded  bool      // TryLock: give up at deadline
 	deadline time.Time //
+	join     bool      // fair mutex: wait in the queue (false for a single attempt)
 	// ambiguous is set when an attempt's reply was lost: it may have taken the lock, so the
 	// next attempt adopts an existing hold of the owner instead of counting it again.
 	ambiguous bool
@@ -20,7 +21,7 @@ type waiter struct {
 
 // try runs one acquire attempt.
 func (w *waiter) try() (attempt, error) {
-	a, err := w.m.tryAcquire(w.ctx, w.owner, w.ambiguous)
+	a, err := w.m.tryAcquire(w.ctx, w.owner, w.ambiguous, w.join)
 	w.ambiguous = isTransport(err)
 	return a, err
 }
@@ -34,6 +35,9 @@ func (w *waiter) acquire() (attempt, error) {
 	}
 	if err != nil && !isTransport(err) {
 		return a, err
+	}
+	if w.m.fair {
+		return w.fair(a, err)
 	}
 	if w.bounded && !time.Now().Before(w.deadline) {
 		if err != nil {

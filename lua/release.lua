@@ -11,21 +11,21 @@
 -- on KEYS[2]), or -1 when the owner holds nothing (nothing is written).
 -- Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
 local marker = '\0' .. ARGV[1]
-local done = redis.call('hget', KEYS[1], marker)
-if done then
-  local id, n = string.match(done, '^(.*):(%d+)$')
+local held = redis.call('hmget', KEYS[1], ARGV[1], marker)
+if held[2] then
+  local id, n = string.match(held[2], '^(.*):(%d+)$')
   if id == ARGV[2] then
     return tonumber(n)
   end
 end
-if not redis.call('hget', KEYS[1], ARGV[1]) then
+if not held[1] then
   return -1
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if count > 0 then
-  redis.call('hset', KEYS[1], marker, ARGV[2] .. ':' .. count)
-  return count
+if tonumber(held[1]) <= 1 then
+  redis.call('del', KEYS[1])
+  redis.call('publish', KEYS[2], ARGV[3])
+  return 0
 end
-redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[3])
-return 0
+local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+redis.call('hset', KEYS[1], marker, ARGV[2] .. ':' .. count)
+return count
