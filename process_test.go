@@ -77,6 +77,9 @@ func runHelper(name string) int {
 	if d, err := time.ParseDuration(os.Getenv("WATCHDOG")); err == nil {
 		opts.WatchdogTimeout = d
 	}
+	if d, err := time.ParseDuration(os.Getenv("FAIRWAIT")); err == nil {
+		opts.FairWaitTimeout = d
+	}
 	c, err := rlock.New(rc, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -92,6 +95,7 @@ func runHelper(name string) int {
 		"reenter": helperReenter,
 		"hold":    helperHold,
 		"pause":   helperPause,
+		"order":   helperOrder,
 	}
 	if err := helpers[name](rc, m); err != nil {
 		fmt.Fprintln(os.Stderr, "helper", name, "failed:", err)
@@ -175,6 +179,20 @@ func helperPause(_ rueidis.Client, m *rlock.Mutex) error {
 	fmt.Println("cause", context.Cause(h))
 	fmt.Println("unlock", m.Unlock(h))
 	return nil
+}
+
+// helperOrder locks once (queuing on a fair mutex), appends ID to the list ORDER while it holds
+// the lock, and releases.
+func helperOrder(rc rueidis.Client, m *rlock.Mutex) error {
+	fmt.Println("waiting")
+	h, err := m.Lock(bg)
+	if err != nil {
+		return err
+	}
+	if err := rc.Do(h, rc.B().Rpush().Key(os.Getenv("ORDER")).Element(os.Getenv("ID")).Build()).Error(); err != nil {
+		return err
+	}
+	return m.Unlock(h)
 }
 
 func TestMutex_exclusionAcrossProcesses(t *testing.T) {

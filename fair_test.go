@@ -1,0 +1,257 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// queueLen is the number of waiters in a fair lock's queue.
+func (e *env) queueLen(name string) int64 {
+	n, err := e.do("LLEN", e.prefix+":{"+name+"}:queue").AsInt64()
+	require.NoError(e.t, err)
+	return n
+}
+
+// awaitQueue waits until name's queue holds n waiters.
+func (e *env) awaitQueue(name string, n int64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return e.queueLen(name) == n }, 5*time.Second, time.Millisecond,
+		"queue of %s never reached %d", name, n)
+}
+
+// inversions counts pairs acquired in the opposite order of their arrival.
+func inversions(order []int) int {
+	n := 0
+	for i := range order {
+		for j := i + 1; j < len(order); j++ {
+			if order[i] > order[j] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestFairMutex_fifoGoroutines queues 50 waiters in a known order behind a held lock: they
+// acquire in that order.
+func TestFairMutex_fifoGoroutines(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{Wait: wait})
+		m := c.NewFairMutex("fifo")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+
+		const n = 50
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h, err := m.Lock(bg)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				assert.NoError(t, m.Unlock(h))
+			}()
+			e.awaitQueue("fifo", int64(i+1))
+		}
+		require.NoError(t, m.Unlock(h))
+		wg.Wait()
+		require.Len(t, order, n)
+		assert.Zero(t, inversions(order), "acquisition order %v", order)
+		t.Logf("FIFO inversions among %d goroutines: %d", n, inversions(order))
+	})
+}
+
+// TestFairMutex_fifoProcesses queues 4 OS processes one after another: they acquire in
+// arrival order.
+func TestFairMutex_fifoProcesses(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		m := e.client(rlock.Options{}).NewFairMutex("xfifo")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		orderKey := e.prefix + ":order"
+		t.Cleanup(func() { e.do("DEL", orderKey) })
+		const procs = 4
+		children := make([]*child, procs)
+		for i := range children {
+			children[i] = startChild(t, "order", "PREFIX="+e.prefix, "LOCK=xfifo", "FAIR=1",
+				"ORDER="+orderKey, "ID="+strconv.Itoa(i), "WAIT="+wait.String()[:4])
+			children[i].expect(t, "waiting")
+			e.awaitQueue("xfifo", int64(i+1))
+		}
+		require.NoError(t, m.Unlock(h))
+		for _, c := range children {
+			c.wait(t)
+		}
+		got, err := e.do("LRANGE", orderKey, "0", "-1").AsStrSlice()
+		require.NoError(t, err)
+		assert.Equal(t, []string{"0", "1", "2", "3"}, got, "acquisition order equals arrival order")
+	})
+}
+
+// TestFairMutex_killedWaiter kills (SIGKILL) a waiter process that heads the queue: the next
+// waiter is delayed by at most FairWaitTimeout plus one poll.
+func TestFairMutex_killedWaiter(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		const fairWait = time.Second
+		c := e.client(rlock.Options{Wait: wait, FairWaitTimeout: fairWait})
+		m := c.NewFairMutex("dead")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+
+		dead := startChild(t, "order", "PREFIX="+e.prefix, "LOCK=dead", "FAIR=1", "ORDER="+e.prefix+":order",
+			"ID=dead", "FAIRWAIT="+fairWait.String())
+		dead.expect(t, "waiting")
+		e.awaitQueue("dead", 1)
+		got := make(chan time.Time, 1)
+		go func() {
+			h, err := m.Lock(bg)
+			got <- time.Now()
+			if assert.NoError(t, err) {
+				assert.NoError(t, m.Unlock(h))
+			}
+		}()
+		e.awaitQueue("dead", 2)
+		require.NoError(t, dead.cmd.Process.Kill())
+		killed := time.Now()
+		require.NoError(t, m.Unlock(h))
+
+		select {
+		case at := <-got:
+			delay := at.Sub(killed)
+			t.Logf("a killed queued waiter delayed the next one by %v (FairWaitTimeout %v)", delay, fairWait)
+			assert.Less(t, delay, fairWait+fairWait/3+200*time.Millisecond, "at most FairWaitTimeout plus one poll")
+		case <-time.After(5 * fairWait):
+			t.Fatal("the waiter behind a dead one never acquired")
+		}
+	})
+}
+
+// TestFairMutex_givingUpLeavesNothing: a cancelled waiter and a timed-out TryLock remove their
+// entries, and the waiter behind them is not delayed.
+func TestFairMutex_givingUpLeavesNothing(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{Wait: wait, FairWaitTimeout: 3 * time.Second})
+		m := c.NewFairMutex("give-up")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithCancel(bg)
+		cancelled := make(chan error, 1)
+		go func() {
+			_, err := m.Lock(ctx)
+			cancelled <- err
+		}()
+		e.awaitQueue("give-up", 1)
+		timedOut := make(chan error, 1)
+		go func() {
+			_, err := m.TryLock(bg, 300*time.Millisecond)
+			timedOut <- err
+		}()
+		e.awaitQueue("give-up", 2)
+		behind := make(chan time.Time, 1)
+		go func() {
+			h, err := m.Lock(bg)
+			behind <- time.Now()
+			if assert.NoError(t, err) {
+				assert.NoError(t, m.Unlock(h))
+			}
+		}()
+		e.awaitQueue("give-up", 3)
+
+		cancel()
+		require.ErrorIs(t, <-cancelled, context.Canceled)
+		require.ErrorIs(t, <-timedOut, rlock.ErrNotObtained)
+		assert.EqualValues(t, 1, e.queueLen("give-up"), "both gave-up entries are gone")
+		n, err := e.do("ZCARD", e.prefix+":{give-up}:deadlines").AsInt64()
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "and their deadlines")
+
+		released := time.Now()
+		require.NoError(t, m.Unlock(h))
+		at := <-behind
+		assert.Less(t, at.Sub(released), time.Second, "the waiter behind was not delayed to its next refresh")
+	})
+}
+
+// TestFairMutex_manyWaiters: 200 concurrent waiters across 4 clients all acquire, guarding a
+// non-atomic counter.
+func TestFairMutex_manyWaiters(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		const clients, perClient = 4, 50
+		var counter, inside, overlaps int64
+		var wg sync.WaitGroup
+		for range clients {
+			m := e.client(rlock.Options{Wait: wait}).NewFairMutex("many")
+			for range perClient {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h, err := m.Lock(bg)
+					if !assert.NoError(t, err) {
+						return
+					}
+					if atomic.AddInt64(&inside, 1) != 1 {
+						atomic.AddInt64(&overlaps, 1)
+					}
+					v := counter
+					counter = v + 1
+					atomic.AddInt64(&inside, -1)
+					assert.NoError(t, m.Unlock(h))
+				}()
+			}
+		}
+		wg.Wait()
+		assert.Zero(t, overlaps)
+		assert.EqualValues(t, clients*perClient, counter)
+	})
+}
+
+// TestFairMutex_TryLockZeroNeverJumpsTheQueue: a single attempt fails while others wait, even
+// when the lock is momentarily free.
+func TestFairMutex_TryLockZeroNeverJumpsTheQueue(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{WatchdogTimeout: time.Second})
+	m := c.NewFairMutex("nojump")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		h, err := m.Lock(bg)
+		if err == nil {
+			time.Sleep(100 * time.Millisecond)
+			err = m.Unlock(h)
+		}
+		got <- err
+	}()
+	e.awaitQueue("nojump", 1)
+	// Free the lock behind the waiter's back (no wake-up): it is free, but someone waits.
+	_, err = e.do("DEL", e.prefix+":{nojump}").AsInt64()
+	require.NoError(t, err)
+	_, err = m.TryLock(bg, 0)
+	require.ErrorIs(t, err, rlock.ErrNotObtained)
+	assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+	require.NoError(t, <-got)
+	h, err = m.TryLock(bg, 0)
+	require.NoError(t, err, "with nobody waiting, a single attempt takes the free lock")
+	require.NoError(t, m.Unlock(h))
+}
