@@ -1,0 +1,144 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
+)
+
+// Example is the quick start: lock, re-enter through the hold context, watch for loss, unlock.
+func Example() {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	locks, err := rlock.New(rc, rlock.Options{}) // watchdog lease 30s, pub/sub waits
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	m := locks.NewMutex("invoice:42")
+	held, err := m.Lock(context.Background()) // blocks until acquired
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The hold context carries the owner: a nested Lock with it re-enters.
+	inner, err := m.Lock(held)
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, _ := m.HoldCount(inner)
+	fmt.Println("holds:", n)
+	_ = m.Unlock(inner)
+
+	// Work under the hold context stops by itself if the lease is lost.
+	select {
+	case <-held.Done():
+		fmt.Println("lost:", context.Cause(held))
+	default:
+		fmt.Println("still held")
+	}
+	if err := m.Unlock(held); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released:", errors.Is(held.Err(), context.Canceled))
+	// Output:
+	// holds: 2
+	// still held
+	// released: true
+}
+
+// ExampleMutex_TryLock gives up after a bounded wait.
+func ExampleMutex_TryLock() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	m := locks.NewMutex("report", rlock.WithLease(time.Minute))
+
+	first, _ := m.Lock(context.Background())
+	_, err := m.TryLock(context.Background(), 50*time.Millisecond) // another owner
+	fmt.Println(errors.Is(err, rlock.ErrNotObtained))
+	_ = m.Unlock(first)
+	// Output: true
+}
+
+// ExampleWithOwner shares one hold count between processes that use the same owner id.
+func ExampleWithOwner() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	m := locks.NewMutex("migration")
+
+	// Process A: takes the lock for a job id it will hand to process B.
+	job := rlock.WithOwner(context.Background(), "job-7f3a")
+	a, _ := m.Lock(job)
+	// Process B (here: the same code path) re-enters with the same owner id at once.
+	b, err := m.TryLock(rlock.WithOwner(context.Background(), "job-7f3a"), 0)
+	fmt.Println(err)
+	n, _ := m.HoldCount(b)
+	fmt.Println("holds:", n)
+	_ = m.Unlock(b)
+	_ = m.Unlock(a)
+	// Output:
+	// <nil>
+	// holds: 2
+}
+
+// ExampleWithFencing passes a fencing token to the guarded resource, which rejects writes with
+// a token lower than one it has seen.
+func ExampleWithFencing() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	prefix := "example-" + rlock.NewOwnerID()[:6]
+	locks, _ := rlock.New(rc, rlock.Options{KeyPrefix: prefix})
+	defer locks.Close()
+	m := locks.NewMutex("ledger", rlock.WithFencing())
+
+	var last int64
+	for range 2 {
+		held, _ := m.Lock(context.Background())
+		token, _ := m.Token(held)
+		fmt.Println("token increases:", token > last)
+		last = token
+		_ = m.Unlock(held)
+	}
+	_ = rc.Do(context.Background(), rc.B().Del().Key(prefix+":{ledger}:fence").Build()) // counters outlive locks
+	// Output:
+	// token increases: true
+	// token increases: true
+}
+
+// ExampleClient_NewFairMutex takes turns in arrival order.
+func ExampleClient_NewFairMutex() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{FairWaitTimeout: 5 * time.Second})
+	defer locks.Close()
+	m := locks.NewFairMutex("batch")
+
+	held, _ := m.Lock(context.Background())
+	done := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			h, err := m.Lock(context.Background()) // queues behind earlier arrivals
+			if err == nil {
+				done <- i
+				_ = m.Unlock(h)
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // arrive in order 0, 1, 2
+	}
+	_ = m.Unlock(held)
+	fmt.Println(<-done, <-done, <-done)
+	// Output: 0 1 2
+}
