@@ -94,7 +94,7 @@ func (c *Client) register(parent context.Context, m *Mutex, owner string, a atte
 	}
 	hk := holdKey{m.keys.lock, owner}
 	h := c.holds[hk]
-	if h != nil && (h.lost || a.count == 1) {
+	if h != nil && a.count == 1 {
 		// Redis started a fresh hold, so the holds recorded here had already ended.
 		if h.releasing > 0 {
 			c.finish(h, context.Canceled)
@@ -160,14 +160,12 @@ func (c *Client) finish(h *hold, cause error) {
 	h.end(cause)
 }
 
-// lose marks h lost and cancels its contexts with ErrLockLost. It stays in the table while
-// holds remain to be unlocked, so that their Unlocks report ErrLockLost. Called with c.mu held.
+// lose marks h lost, removes it and cancels its contexts with ErrLockLost. Its hold contexts
+// still reach it, so that Unlocks through them report ErrLockLost; nothing else keeps it
+// alive (holds that lapse and are never unlocked cost nothing). Called with c.mu held.
 func (c *Client) lose(h *hold) {
 	h.lost = true
-	h.end(ErrLockLost)
-	if h.count <= 0 {
-		c.finish(h, ErrLockLost)
-	}
+	c.finish(h, ErrLockLost)
 }
 
 // loseKey marks every hold of this process on the lock key lost (after ForceUnlock).
@@ -175,7 +173,7 @@ func (c *Client) loseKey(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for hk, h := range c.holds {
-		if hk.key == key && !h.lost {
+		if hk.key == key {
 			c.lose(h)
 		}
 	}

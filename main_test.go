@@ -227,6 +227,9 @@ func eachKindAndStrategy(t *testing.T, f func(t *testing.T, newMutex mutexMaker,
 
 // causeOf waits up to d for ctx to end and returns its cause, or nil if it did not end.
 func causeOf(ctx context.Context, d time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)

@@ -325,14 +325,14 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	c := m.c
 	hk := holdKey{m.keys.lock, owner}
 	c.mu.Lock()
-	h := c.holds[hk]
-	if h != nil && h.lost {
-		if h.count--; h.count <= 0 {
-			c.finish(h, ErrLockLost)
-		}
+	if hc, ok := ctx.Value(holdCtxKey{c, m.keys.lock}).(*holdCtx); ok && hc.h.owner == owner && hc.h.lost && hc.h.count > 0 {
+		// A hold of this context whose loss the library already saw: Redis is not touched (the
+		// owner id may hold the lock anew, through another process).
+		hc.h.count--
 		c.mu.Unlock()
 		return fmt.Errorf("mutex %q: %w", m.name, ErrLockLost)
 	}
+	h := c.holds[hk]
 	pending := h.pending()
 	if pending.request == "" {
 		pending = pendingRelease{request: c.requestID(), validAtSend: h.valid()}

@@ -34,7 +34,6 @@ func (c *Client) renewHolds() {
 	c.mu.Lock()
 	for _, h := range c.holds {
 		switch {
-		case h.lost:
 		case now.After(h.expires):
 			c.lose(h)
 		case h.watchdog:
