@@ -392,18 +392,14 @@ type pendingRelease struct {
 // release runs the release script for p, retrying transport errors within releaseBudget with
 // the same request id, which the script recognises if an earlier attempt already ran.
 func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
-	script, keys, args := releaseScript, []string{m.keys.lock, m.keys.channel}, []string{owner, p.request, unlockMessage}
-	if m.fair {
-		script = fairReleaseScript
-		keys = []string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}
-		args = []string{owner, p.request, addressedPrefix}
-	}
+	keys := []string{m.keys.lock, m.keys.channel, m.keys.queue, m.keys.deadlines}
+	args := []string{owner, p.request, m.wakeMessage(), m.fairFlag()}
 	give := time.Now().Add(releaseBudget)
 	backoff := 10 * time.Millisecond
 	for {
 		// No context deadline: rueidis' connection timeout bounds the call, and a deadline
 		// passing mid-call would close the connection under every other call on it.
-		left, err := script.Exec(context.Background(), m.c.rc, keys, args).AsInt64()
+		left, err := releaseScript.Exec(context.Background(), m.c.rc, keys, args).AsInt64()
 		if err == nil {
 			return left, nil
 		}
@@ -419,6 +415,23 @@ func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
 	}
 }
 
+// wakeMessage is what a release publishes: the plain unlock message, or for a fair mutex the
+// prefix of a message addressed to the head waiter.
+func (m *Mutex) wakeMessage() string {
+	if m.fair {
+		return addressedPrefix
+	}
+	return unlockMessage
+}
+
+// fairFlag is the scripts' fair-mode argument.
+func (m *Mutex) fairFlag() string {
+	if m.fair {
+		return "1"
+	}
+	return "0"
+}
+
 // ForceUnlock deletes m whoever holds it and wakes a waiter. It reports whether the lock
 // existed. This process's holds of m are cancelled with cause [ErrLockLost] at once; holders in
 // other processes learn it at their next renewal. A key of another type at the lock's name is
@@ -427,14 +440,8 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	var r rueidis.RedisResult
-	if m.fair {
-		r = fairForceUnlockScript.Exec(ctx, m.c.rc,
-			[]string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}, []string{addressedPrefix})
-	} else {
-		r = forceUnlockScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.channel}, []string{unlockMessage})
-	}
-	n, err := r.AsInt64()
+	n, err := forceUnlockScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.channel, m.keys.queue},
+		[]string{m.wakeMessage(), m.fairFlag()}).AsInt64()
 	if err != nil {
 		return false, m.redisErr("force unlock", err)
 	}

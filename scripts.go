@@ -21,12 +21,8 @@ var (
 	inspectSrc string
 	//go:embed lua/fair_acquire.lua
 	fairAcquireSrc string
-	//go:embed lua/fair_release.lua
-	fairReleaseSrc string
 	//go:embed lua/fair_leave.lua
 	fairLeaveSrc string
-	//go:embed lua/fair_forceunlock.lua
-	fairForceUnlockSrc string
 
 	acquireScript     = rueidis.NewLuaScript(acquireSrc)
 	releaseScript     = rueidis.NewLuaScript(releaseSrc)
@@ -34,8 +30,6 @@ var (
 	forceUnlockScript = rueidis.NewLuaScript(forceUnlockSrc)
 	inspectScript     = rueidis.NewLuaScriptReadOnly(inspectSrc)
 
-	fairAcquireScript     = rueidis.NewLuaScript(fairAcquireSrc)
-	fairReleaseScript     = rueidis.NewLuaScript(fairReleaseSrc)
-	fairLeaveScript       = rueidis.NewLuaScript(fairLeaveSrc)
-	fairForceUnlockScript = rueidis.NewLuaScript(fairForceUnlockSrc)
+	fairAcquireScript = rueidis.NewLuaScript(fairAcquireSrc)
+	fairLeaveScript   = rueidis.NewLuaScript(fairLeaveSrc)
 )

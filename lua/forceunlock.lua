@@ -1,8 +1,10 @@
 -- forceunlock.lua: delete the lock whoever holds it and wake a waiter.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel
--- ARGV[1] unlock message
--- Returns 1 when the lock existed (deleted, ARGV[1] published), 0 when it did not.
+-- KEYS[3] fair queue (read only when ARGV[2] == '1')
+-- ARGV[1] unlock message; for a fair lock, the prefix of a message addressed to the head waiter
+-- ARGV[2] '1' for a fair lock: wake only the head of the queue, with ARGV[1]..owner
+-- Returns 1 when the lock existed (deleted, a waiter woken), 0 when it did not.
 -- Raises WRONGTYPE, deleting nothing, when KEYS[1] is not a hash.
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then
@@ -12,5 +14,12 @@ if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+if ARGV[2] ~= '1' then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+local head = redis.call('lindex', KEYS[3], 0)
+if head then
+  redis.call('publish', KEYS[2], ARGV[1] .. head)
+end
 return 1

@@ -1,14 +1,16 @@
 -- release.lua: give back one hold of an owner; a repeated request never releases twice.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel
+-- KEYS[3] fair queue, KEYS[4] fair deadlines (read only when ARGV[4] == '1')
 -- ARGV[1] owner id
 -- ARGV[2] request id of this Unlock
--- ARGV[3] unlock message
+-- ARGV[3] unlock message; for a fair lock, the prefix of a message addressed to the head waiter
+-- ARGV[4] '1' for a fair lock: wake only the live head of the queue, with ARGV[3]..owner
 -- A partial release records "<request id>:<count>" in the hash field NUL..owner (owner ids
--- have no control characters), so a replay returns that count instead of releasing again; a
+-- have no control characters), so a repeat returns that count instead of releasing again; a
 -- full release deletes the hash, marker included, so no key outlives the lock.
--- Returns the owner's remaining hold count (0: released, KEYS[1] deleted and ARGV[3] published
--- on KEYS[2]), or -1 when the owner holds nothing (nothing is written).
+-- Returns the owner's remaining hold count (0: released, KEYS[1] deleted and a waiter woken on
+-- KEYS[2]), or -1 when the owner holds nothing (nothing is written).
 -- Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
 local marker = '\0' .. ARGV[1]
 local held = redis.call('hmget', KEYS[1], ARGV[1], marker)
@@ -21,11 +23,30 @@ end
 if not held[1] then
   return -1
 end
-if tonumber(held[1]) <= 1 then
-  redis.call('del', KEYS[1])
+if tonumber(held[1]) > 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  redis.call('hset', KEYS[1], marker, ARGV[2] .. ':' .. count)
+  return count
+end
+redis.call('del', KEYS[1])
+if ARGV[4] ~= '1' then
   redis.call('publish', KEYS[2], ARGV[3])
   return 0
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-redis.call('hset', KEYS[1], marker, ARGV[2] .. ':' .. count)
-return count
+-- Fair: purge dead heads (their deadline, in server time, has passed) and wake the first live one.
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+while true do
+  local head = redis.call('lindex', KEYS[3], 0)
+  if not head then
+    break
+  end
+  local deadline = redis.call('zscore', KEYS[4], head)
+  if deadline and tonumber(deadline) > now then
+    redis.call('publish', KEYS[2], ARGV[3] .. head)
+    break
+  end
+  redis.call('lpop', KEYS[3])
+  redis.call('zrem', KEYS[4], head)
+end
+return 0
