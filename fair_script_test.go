@@ -44,11 +44,11 @@ func (f *fairScripts) acquire(owner, mode string) []int64 {
 
 func (f *fairScripts) release(owner, request string) int64 {
 	f.t.Helper()
-	n, err := releaseScript.Exec(context.Background(), f.rc,
+	r, err := releaseScript.Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.channel, f.keys.queue, f.keys.deadlines},
-		[]string{owner, request, addressedPrefix, "1"}).AsInt64()
+		[]string{owner, request, addressedPrefix, "1"}).AsIntSlice()
 	require.NoError(f.t, err)
-	return n
+	return r[0]
 }
 
 func (f *fairScripts) leave(owner string) int64 {

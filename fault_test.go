@@ -128,8 +128,8 @@ func debugSleep(t *testing.T, e *env, d time.Duration) <-chan error {
 }
 
 // replyCutter is a TCP proxy in front of Redis that can lose a reply: armed, it drops the next
-// server reply that starts with ':' (an integer, as the release script returns) and closes
-// that connection, after the server has run the command.
+// server reply that is a two-element array (as the release script returns) and closes that
+// connection, after the server has run the command.
 type replyCutter struct {
 	ln    net.Listener
 	armed atomic.Bool
@@ -170,7 +170,7 @@ func newReplyCutter(t *testing.T, target string) *replyCutter {
 				buf := make([]byte, 64<<10)
 				for {
 					n, err := server.Read(buf)
-					if n > 0 && buf[0] == ':' && p.armed.CompareAndSwap(true, false) {
+					if bytes.HasPrefix(buf[:n], []byte("*2\r\n")) && p.armed.CompareAndSwap(true, false) {
 						p.cut.Add(1)
 						server.Close()
 						return

@@ -618,3 +618,52 @@ func TestMutex_Unlock_errors(t *testing.T) {
 		assert.False(t, errors.Is(err, rlock.ErrLockLost))
 	})
 }
+
+// TestMutex_pubsubNoBarging: a holder that releases and at once asks again does not beat the
+// waiter its release woke, in another client (courtesy window) or in its own (local waiters go
+// first). Spin waiting keeps Spring's barging on purpose, so only PubSub is tested.
+func TestMutex_pubsubNoBarging(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sameClient bool
+	}{{"other client", false}, {"same client", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			holderClient := e.client(rlock.Options{})
+			waiterClient := holderClient
+			if !tc.sameClient {
+				waiterClient = e.client(rlock.Options{})
+			}
+			holder, waiter := holderClient.NewMutex("barge"), waiterClient.NewMutex("barge")
+			const rounds = 20
+			var waiterWon int
+			for range rounds {
+				h, err := holder.Lock(bg)
+				require.NoError(t, err)
+				var order atomic.Int64 // 1 once the waiter holds the lock
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					w, err := waiter.Lock(bg)
+					if !assert.NoError(t, err) {
+						return
+					}
+					order.CompareAndSwap(0, 1)
+					time.Sleep(time.Millisecond)
+					assert.NoError(t, waiter.Unlock(w))
+				}()
+				require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
+				require.NoError(t, holder.Unlock(h))
+				h, err = holder.Lock(bg) // at once, with a fresh owner
+				require.NoError(t, err)
+				if !order.CompareAndSwap(0, 2) {
+					waiterWon++
+				}
+				require.NoError(t, holder.Unlock(h))
+				<-done
+			}
+			assert.Equal(t, rounds, waiterWon, "the woken waiter got the lock before the returning holder")
+		})
+	}
+}

@@ -26,11 +26,12 @@ const unlockMessage = "0"
 // watchdog, and one subscription per lock name that has local waiters. It is safe for
 // concurrent use. Create it with [New] and release it with [Client.Close].
 type Client struct {
-	rc      rueidis.Client
-	cluster bool // group multi-key commands by slot
-	opts    Options
-	id      string        // random, prefixes this client's request ids
-	seq     atomic.Uint64 // request id counter
+	rc         rueidis.Client
+	cluster    bool // group multi-key commands by slot
+	opts       Options
+	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
+	id         string        // random, prefixes this client's request ids
+	seq        atomic.Uint64 // request id counter
 
 	ctx    context.Context // done once Close starts
 	cancel context.CancelFunc
@@ -41,6 +42,7 @@ type Client struct {
 	holds    map[holdKey]*hold        // this process's holds, by lock key and owner
 	subs     map[string]*subscription // live subscriptions by channel
 	retiring map[string]chan struct{} // channel -> closed when its old subscription is gone
+	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
 }
 
 // New returns a Client that locks through client. It validates opts (negative durations and
@@ -65,7 +67,9 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		holds:    make(map[holdKey]*hold),
 		subs:     make(map[string]*subscription),
 		retiring: make(map[string]chan struct{}),
+		yielding: make(map[string]time.Time),
 	}
+	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
 	c.wg.Add(1)
 	go c.watchdog()
 	return c, nil
@@ -92,7 +96,8 @@ func (c *Client) Close() error {
 
 // requestID returns an id unique to this call among all clients.
 func (c *Client) requestID() string {
-	return c.id + strconv.FormatUint(c.seq.Add(1), 36)
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], c.id...), c.seq.Add(1), 36))
 }
 
 // Mutex is a reentrant distributed lock identified by a name. It holds only the name and
@@ -107,6 +112,9 @@ type Mutex struct {
 	fencing bool
 	fair    bool
 	err     error // invalid name or option: returned by every call
+
+	leaseMs     string   // leaseFor() in milliseconds, as the scripts take it
+	acquireKeys []string // KEYS of acquire.lua: the lock, and the fencing counter if fencing
 }
 
 // NewMutex returns the reentrant mutex called name. It does not touch Redis. An empty name or
@@ -128,7 +136,7 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 	if err != nil {
 		err = fmt.Errorf("mutex %q: %w", name, err)
 	}
-	return &Mutex{
+	m := &Mutex{
 		c:       c,
 		name:    name,
 		keys:    newLockKeys(c.opts.KeyPrefix, name),
@@ -137,6 +145,12 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 		fencing: cfg.fencing,
 		err:     err,
 	}
+	m.leaseMs = strconv.FormatInt(m.leaseFor().Milliseconds(), 10)
+	m.acquireKeys = []string{m.keys.lock}
+	if m.fencing {
+		m.acquireKeys = append(m.acquireKeys, m.keys.fence)
+	}
+	return m
 }
 
 // Name returns the lock name given to NewMutex or NewFairMutex.
@@ -203,7 +217,7 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration) (context.Context, 
 	} else {
 		owner = m.c.requestID() // unique across clients: a random client id and a counter
 	}
-	w := waiter{m: m, owner: owner, ctx: ctx, bounded: wait >= 0, join: wait != 0}
+	w := waiter{m: m, owner: owner, ctx: ctx, bounded: wait >= 0, join: wait != 0, fresh: !ok}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
@@ -228,29 +242,34 @@ type attempt struct {
 // already has without counting it again (after a lost reply); join lets a fair waiter join
 // (or stay in) the queue.
 func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt, join bool) (attempt, error) {
-	fence, adoptArg := "0", "0"
-	if m.fencing {
-		fence = "1"
-	}
-	if adopt {
-		adoptArg = "1"
-	}
-	lease := strconv.FormatInt(m.leaseFor().Milliseconds(), 10)
 	a := attempt{sent: time.Now()}
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	var r rueidis.RedisResult
-	if m.fair {
-		mode := "try"
+	switch {
+	case m.fair:
+		fence, adoptArg, mode := "0", "0", "try"
+		if m.fencing {
+			fence = "1"
+		}
+		if adopt {
+			adoptArg = "1"
+		}
 		if join {
 			mode = "wait"
 		}
 		r = fairAcquireScript.Exec(ctx, m.c.rc,
 			[]string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.fence},
-			[]string{owner, lease, fence, adoptArg, strconv.FormatInt(m.c.opts.FairWaitTimeout.Milliseconds(), 10), mode})
-	} else {
-		r = acquireScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.fence}, []string{owner, lease, fence, adoptArg})
+			[]string{owner, m.leaseMs, fence, adoptArg, m.c.fairWaitMs, mode})
+	default:
+		keys, args := m.acquireKeys, []string{owner, m.leaseMs}
+		if adopt {
+			args = append(args, "1")
+		}
+		r = acquireScript.Exec(ctx, m.c.rc, keys, args)
 	}
 	reply, err := r.AsIntSlice()
 	if err != nil {
@@ -392,16 +411,26 @@ type pendingRelease struct {
 // release runs the release script for p, retrying transport errors within releaseBudget with
 // the same request id, which the script recognises if an earlier attempt already ran.
 func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
-	keys := []string{m.keys.lock, m.keys.channel, m.keys.queue, m.keys.deadlines}
-	args := []string{owner, p.request, m.wakeMessage(), m.fairFlag()}
+	keys, args := []string{m.keys.lock, m.keys.channel}, []string{owner, p.request, unlockMessage}
+	if m.fair {
+		keys = []string{m.keys.lock, m.keys.channel, m.keys.queue, m.keys.deadlines}
+		args = []string{owner, p.request, addressedPrefix, "1"}
+	}
 	give := time.Now().Add(releaseBudget)
 	backoff := 10 * time.Millisecond
 	for {
 		// No context deadline: rueidis' connection timeout bounds the call, and a deadline
 		// passing mid-call would close the connection under every other call on it.
-		left, err := releaseScript.Exec(context.Background(), m.c.rc, keys, args).AsInt64()
+		sent := time.Now()
+		r, err := releaseScript.Exec(context.Background(), m.c.rc, keys, args).AsIntSlice()
+		if err == nil && len(r) != 2 {
+			err = errBadReply
+		}
 		if err == nil {
-			return left, nil
+			if r[0] == 0 && r[1] > 0 && !m.fair {
+				m.c.courtesy(m.keys.lock, time.Since(sent))
+			}
+			return r[0], nil
 		}
 		if !isTransport(err) {
 			return 0, m.redisErr("release", err)
@@ -415,23 +444,6 @@ func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
 	}
 }
 
-// wakeMessage is what a release publishes: the plain unlock message, or for a fair mutex the
-// prefix of a message addressed to the head waiter.
-func (m *Mutex) wakeMessage() string {
-	if m.fair {
-		return addressedPrefix
-	}
-	return unlockMessage
-}
-
-// fairFlag is the scripts' fair-mode argument.
-func (m *Mutex) fairFlag() string {
-	if m.fair {
-		return "1"
-	}
-	return "0"
-}
-
 // ForceUnlock deletes m whoever holds it and wakes a waiter. It reports whether the lock
 // existed. This process's holds of m are cancelled with cause [ErrLockLost] at once; holders in
 // other processes learn it at their next renewal. A key of another type at the lock's name is
@@ -440,8 +452,11 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	n, err := forceUnlockScript.Exec(ctx, m.c.rc, []string{m.keys.lock, m.keys.channel, m.keys.queue},
-		[]string{m.wakeMessage(), m.fairFlag()}).AsInt64()
+	keys, args := []string{m.keys.lock, m.keys.channel}, []string{unlockMessage}
+	if m.fair {
+		keys, args = append(keys, m.keys.queue), []string{addressedPrefix, "1"}
+	}
+	n, err := forceUnlockScript.Exec(ctx, m.c.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, m.redisErr("force unlock", err)
 	}

@@ -13,7 +13,8 @@ type waiter struct {
 	ctx      context.Context
 	bounded  bool      // TryLock: give up at deadline
 	deadline time.Time //
-	join     bool      // fair mutex: wait in the queue (false for a single attempt)
+	join     bool      // not a single attempt (a fair waiter joins the queue)
+	fresh    bool      // the owner was made for this call, so it holds nothing yet
 	// ambiguous is set when an attempt's reply was lost: it may have taken the lock, so the
 	// next attempt adopts an existing hold of the owner instead of counting it again.
 	ambiguous bool
@@ -29,6 +30,9 @@ func (w *waiter) try() (attempt, error) {
 // acquire runs the first attempt and then waits with the mutex's strategy until an attempt
 // succeeds, the wait ends, ctx is done, or the client closes.
 func (w *waiter) acquire() (attempt, error) {
+	if d, ok := w.yield(); ok {
+		return w.pubsub(attempt{pttl: d}, nil)
+	}
 	a, err := w.try()
 	if err == nil && a.acquired {
 		return a, nil
@@ -93,6 +97,11 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
+		if d := c.courtesyLeft(w.m.keys.lock); d > 0 {
+			if err := w.sleep(d, nil); err != nil {
+				return attempt{}, err
+			}
+		}
 		a, err = w.try()
 		if err == nil && a.acquired {
 			acquired = true
@@ -102,6 +111,71 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 			return a, err
 		}
 	}
+}
+
+// Barging. Without care, a holder that releases and at once asks again (a worker loop) wins
+// the race against the waiters it just woke, which have a message to receive before they can
+// try: the same few workers get the lock over and over, and every woken waiter spends a losing
+// attempt. Two rules stop that for PubSub mutexes (Spin is left as Spring has it, for
+// comparison; a fair mutex queues anyway):
+//
+//   - A Lock for a fresh owner on a lock that already has waiters in this client joins them
+//     instead of trying first; they are woken one per unlock message in the order they
+//     blocked. A Lock for an owner that may already hold the lock always tries first
+//     (re-entry must not wait).
+//   - After this client's release wakes waiters, its attempts on that lock hold back for a
+//     courtesy window of about two round trips, long enough for a woken waiter elsewhere to
+//     get its attempt in.
+
+// Courtesy window bounds.
+const (
+	minCourtesy = 200 * time.Microsecond
+	maxCourtesy = 5 * time.Millisecond
+)
+
+// courtesy opens key's courtesy window after a release that woke waiters; rtt is the release's
+// round trip.
+func (c *Client) courtesy(key string, rtt time.Duration) {
+	until := time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+	c.mu.Lock()
+	c.yielding[key] = until
+	c.mu.Unlock()
+}
+
+// courtesyLeft is what remains of key's courtesy window.
+func (c *Client) courtesyLeft(key string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.yielding[key]
+	if !ok {
+		return 0
+	}
+	left := time.Until(until)
+	if left <= 0 {
+		delete(c.yielding, key)
+	}
+	return left
+}
+
+// yield reports whether w should wait before its first attempt, and how long at most (a wake
+// permit may come sooner): see Barging.
+func (w *waiter) yield() (time.Duration, bool) {
+	if !w.fresh || !w.join || w.m.fair {
+		return 0, false
+	}
+	if _, ok := w.m.wait.(pubSubWait); !ok {
+		return 0, false
+	}
+	if d := w.m.c.courtesyLeft(w.m.keys.lock); d > 0 {
+		return d, true
+	}
+	c := w.m.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.subs[w.m.keys.channel]; s != nil && s.refs > 0 {
+		return w.m.leaseFor(), true
+	}
+	return 0, false
 }
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past

@@ -24,21 +24,26 @@ func (c *Client) watchdog() {
 	}
 }
 
-// renewHolds extends the lease of every live watchdog hold, in scripts of at most renewBatch
-// keys grouped by hash slot (on a cluster). A hold whose owner is gone from Redis, or whose lease ran out
-// locally (a fixed lease, or renewals failing for a whole lease), is lost: its contexts are
-// cancelled with ErrLockLost. A failed script is logged and its holds are retried next tick.
+// renewHolds extends the lease of every watchdog hold, in scripts of at most renewBatch keys
+// grouped by hash slot (on a cluster). A hold is lost (its contexts cancelled with
+// ErrLockLost) when Redis says its owner is gone, when its fixed lease ran out, or when
+// renewals have failed for a whole lease. A failed script is logged and retried next tick.
 func (c *Client) renewHolds() {
 	now := time.Now()
 	bySlot := make(map[uint16][]*hold)
 	c.mu.Lock()
+	for key, until := range c.yielding {
+		if now.After(until) {
+			delete(c.yielding, key)
+		}
+	}
 	for _, h := range c.holds {
 		switch {
-		case now.After(h.expires):
-			c.lose(h)
-		case h.watchdog:
+		case h.watchdog: // renewed even past its local expiry: Redis knows whether it lapsed
 			s := c.slotOf(h.key)
 			bySlot[s] = append(bySlot[s], h)
+		case now.After(h.expires): // a fixed lease ran out
+			c.lose(h)
 		}
 	}
 	c.mu.Unlock()
@@ -78,15 +83,23 @@ func (c *Client) renewChunk(holds []*hold, lease string) {
 	if err == nil && len(renewed) != len(holds) {
 		err = errBadReply
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
-		if c.ctx.Err() == nil {
-			c.opts.Logger.Warn("rlock: lease renewal failed; retrying next tick",
-				"locks", len(holds), "first", holds[0].name, "error", err)
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.opts.Logger.Warn("rlock: lease renewal failed; retrying next tick",
+			"locks", len(holds), "first", holds[0].name, "error", err)
+		for _, h := range holds {
+			// Renewals have failed for a whole lease: as far as anyone can tell it lapsed.
+			if !h.lost && c.holds[holdKey{h.key, h.owner}] == h && time.Now().After(h.expires) {
+				c.opts.Logger.Warn("rlock: lock lost: lease ran out while renewals failed", "lock", h.name, "owner", h.owner)
+				c.lose(h)
+			}
 		}
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i, h := range holds {
 		if h.lost || c.holds[holdKey{h.key, h.owner}] != h {
 			continue // released, lost or replaced meanwhile

@@ -1,9 +1,9 @@
 -- forceunlock.lua: delete the lock whoever holds it and wake a waiter.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel
--- KEYS[3] fair queue (read only when ARGV[2] == '1')
+-- KEYS[3] fair queue (fair locks only)
 -- ARGV[1] unlock message; for a fair lock, the prefix of a message addressed to the head waiter
--- ARGV[2] '1' for a fair lock: wake only the head of the queue, with ARGV[1]..owner
+-- ARGV[2] optional: '1' for a fair lock: wake only the head of the queue, with ARGV[1]..owner
 -- Returns 1 when the lock existed (deleted, a waiter woken), 0 when it did not.
 -- Raises WRONGTYPE, deleting nothing, when KEYS[1] is not a hash.
 local t = redis.call('type', KEYS[1]).ok
