@@ -221,21 +221,35 @@ func TestFault_unlockReplayAfterLostReply(t *testing.T) {
 	assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld)
 }
 
-// TestFault_renewalErrorsAreRetried blocks the server past a renewal's timeout: the failure is
-// logged, the next tick renews, and the hold survives.
+// TestFault_renewalErrorsAreRetried blocks the server (DEBUG SLEEP) right after a renewal, long
+// enough that the next renewal times out but shorter than the lease: the failure is logged,
+// the next tick renews, and the hold survives.
 func TestFault_renewalErrorsAreRetried(t *testing.T) {
 	e := newEnv(t)
 	var logs syncBuffer
-	const timeout = 1500 * time.Millisecond
+	const timeout = 1500 * time.Millisecond // renewals every 500ms, each given 500ms
 	c := e.client(rlock.Options{WatchdogTimeout: timeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	m := c.NewMutex("renew-err")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
-	time.Sleep(timeout / 3)
-	require.NoError(t, <-debugSleep(t, e, time.Second))
-	time.Sleep(timeout)
+
+	// Wait for a renewal (the TTL jumps back up), then block the server until 1.1s after it:
+	// the next renewal, at 0.5s, gets no reply before 1.0s; the lease lasts until 1.5s.
+	last, err := m.TTL(bg)
+	require.NoError(t, err)
+	for {
+		ttl, err := m.TTL(bg)
+		require.NoError(t, err)
+		if ttl > last {
+			break
+		}
+		last = ttl
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.NoError(t, <-debugSleep(t, e, 1050*time.Millisecond))
+	time.Sleep(timeout / 2)
 	assert.Contains(t, logs.String(), "lease renewal failed")
-	require.NoError(t, h.Err(), "a failed renewal does not drop the hold")
+	require.NoError(t, h.Err(), "a failed renewal does not drop the hold; log:\n%s", logs.String())
 	ttl, err := m.TTL(bg)
 	require.NoError(t, err)
 	assert.Greater(t, ttl, timeout/3)

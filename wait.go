@@ -129,8 +129,8 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 
 // Courtesy window bounds.
 const (
-	minCourtesy = 200 * time.Microsecond
-	maxCourtesy = 5 * time.Millisecond
+	minCourtesy = time.Millisecond
+	maxCourtesy = 10 * time.Millisecond
 )
 
 // courtesy opens key's courtesy window after a release that woke waiters; rtt is the release's

@@ -1,0 +1,219 @@
+// Command bench measures rlock's locks against the other Go Redis lock
+// libraries on one throwaway redis-server: latency, throughput, handoff
+// under contention, FIFO order, commands per acquisition and renewal cost.
+// See README.md for what each scenario measures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if job := os.Getenv(workerEnv); job != "" {
+		os.Exit(workerMain(job))
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	sortContenders()
+	var (
+		quick      = flag.Bool("quick", false, "run each scenario briefly (a CI smoke test, about 70 seconds; rough figures)")
+		scenList   = flag.String("scenarios", "all", "scenarios to run: all, or a comma list of numbers or names ("+scenarioNames()+")")
+		contList   = flag.String("contenders", "all", "contenders to run: all, or a comma list of ids ("+contenderIDs()+")")
+		out        = flag.String("out", filepath.Join("results", "results.json"), "JSON results file")
+		chart      = flag.String("chart", "", "SVG chart file (default: chart.svg next to -out)")
+		useMonitor = flag.Bool("monitor", true, "count client-sent commands with MONITOR (off: those columns are n/a)")
+		raw        = flag.Bool("raw", false, "also write every acquisition of the multi-process scenarios to raw/ next to -out")
+		listAndEnd = flag.Bool("list", false, "list scenarios and contenders with their settings, then exit")
+		replot     = flag.String("replot", "", "draw -chart (.svg or .png) from this results JSON file, then exit")
+	)
+	flag.Parse()
+	if *replot != "" {
+		if *chart == "" {
+			*chart = filepath.Join(filepath.Dir(*replot), "chart.svg")
+		}
+		res, err := readJSON(*replot)
+		if err == nil {
+			err = writeChart(*chart, res)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	if *listAndEnd {
+		for _, s := range scenarios {
+			fmt.Printf("scenario %d %-12s %s\n", s.Num, s.ID, s.Title)
+		}
+		for _, c := range contenders {
+			fmt.Printf("contender %-16s %s: %s\n", c.ID, c.Name, c.Settings)
+		}
+		return 0
+	}
+	selScen, err := selectScenarios(*scenList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	selCont, err := selectContenders(*contList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	if *chart == "" {
+		*chart = filepath.Join(filepath.Dir(*out), "chart.svg")
+	}
+
+	// The first Ctrl-C cancels the run (children are stopped, results so
+	// far are written); a second one kills the program at once.
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() { <-ctx.Done(); stopSignals() }()
+
+	prog := newProgress()
+	began := time.Now()
+	srv, err := startRedis(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer srv.Stop()
+	how := "REDIS_ADDR"
+	if srv.Started {
+		how = "started by bench"
+	}
+	prog.Linef("redis %s at %s (%s)", srv.Version, srv.Addr, how)
+
+	admin, err := newRueidis(srv.Addr, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer admin.Close()
+
+	e := &env{redis: srv, admin: admin, contenders: selCont, progress: prog, runID: randomID()[:8],
+		quick: *quick, monitor: *useMonitor}
+	if *raw {
+		e.rawDir = filepath.Join(filepath.Dir(*out), "raw")
+	}
+	res := &Results{Meta: Meta{
+		Started: began.UTC(), Quick: *quick, Command: strings.Join(os.Args[1:], " "),
+		GoVersion: runtime.Version(), OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+		RedisVersion: srv.Version, RedisAddr: srv.Addr, RedisStarted: srv.Started,
+	}}
+	for _, c := range selCont {
+		res.Meta.Contenders = append(res.Meta.Contenders, ContenderInfo{c.ID, c.Name, c.Settings})
+	}
+
+	fmt.Printf("# rlock benchmark\n\n%s, %d CPUs, Redis %s, %s", res.Meta.OSArch, res.Meta.CPUs, srv.Version, res.Meta.GoVersion)
+	if *quick {
+		fmt.Print(", -quick (short runs: figures are rough)")
+	}
+	fmt.Println()
+	fmt.Printf("\n| contender | settings |\n|---|---|\n")
+	for _, c := range selCont {
+		fmt.Printf("| %s | %s |\n", c.Name, escapeCell(c.Settings))
+	}
+	for i, sc := range selScen {
+		if ctx.Err() != nil {
+			break
+		}
+		prog.Linef("[%d/%d] %s", i+1, len(selScen), sc.Title)
+		start := time.Now()
+		s := sc.Run(ctx, e)
+		s.ID, s.Title = sc.ID, sc.Title
+		res.Scenarios = append(res.Scenarios, s)
+		prog.Linef("[%d/%d] %s: %.1fs", i+1, len(selScen), sc.Title, time.Since(start).Seconds())
+		writeTable(os.Stdout, s)
+	}
+	res.Ratios = computeRatios(res)
+	writeRatios(os.Stdout, res.Ratios)
+	res.Meta.Seconds = time.Since(began).Seconds()
+
+	code := 0
+	if err := writeJSON(*out, res); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: write results:", err)
+		code = 1
+	}
+	if err := writeChart(*chart, res); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: write chart:", err)
+		code = 1
+	}
+	fmt.Printf("\nWrote %s and %s in %.0fs.\n", *out, *chart, res.Meta.Seconds)
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "bench: interrupted; results are partial")
+		return 130
+	}
+	return code
+}
+
+func scenarioNames() string {
+	var ns []string
+	for _, s := range scenarios {
+		ns = append(ns, s.ID)
+	}
+	return strings.Join(ns, ", ")
+}
+
+func contenderIDs() string {
+	var ids []string
+	for _, c := range contenders {
+		ids = append(ids, c.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// selectScenarios parses -scenarios.
+func selectScenarios(list string) ([]scenario, error) {
+	if list == "all" || list == "" {
+		return scenarios, nil
+	}
+	var sel []scenario
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.ID == f || strconv.Itoa(s.Num) == f })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", f, scenarioNames())
+		}
+		if !slices.ContainsFunc(sel, func(s scenario) bool { return s.ID == scenarios[i].ID }) {
+			sel = append(sel, scenarios[i])
+		}
+	}
+	slices.SortFunc(sel, func(a, b scenario) int { return a.Num - b.Num })
+	return sel, nil
+}
+
+// selectContenders parses -contenders, keeping table order.
+func selectContenders(list string) ([]contenderSpec, error) {
+	if list == "all" || list == "" {
+		return contenders, nil
+	}
+	want := map[string]bool{}
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if _, err := contenderByID(f); err != nil {
+			return nil, fmt.Errorf("%w (have %s)", err, contenderIDs())
+		}
+		want[f] = true
+	}
+	var sel []contenderSpec
+	for _, c := range contenders {
+		if want[c.ID] {
+			sel = append(sel, c)
+		}
+	}
+	return sel, nil
+}

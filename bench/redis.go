@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// redisServer is the Redis the benchmark talks to: a throwaway redis-server
+// it started, or the one REDIS_ADDR names.
+type redisServer struct {
+	Addr    string
+	Version string
+	Started bool // true when this program started it (and must stop it)
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the started process has exited
+	log  bytes.Buffer
+}
+
+// startRedis returns the server at REDIS_ADDR, or starts redis-server on a
+// free loopback port with persistence off.
+func startRedis(ctx context.Context) (*redisServer, error) {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		s := &redisServer{Addr: addr}
+		return s, s.waitReady(ctx, 5*time.Second)
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not on PATH (install it, e.g. apt-get install redis-server, or set REDIS_ADDR): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &redisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Started: true, done: make(chan struct{})}
+	s.cmd = exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--maxclients", "10000", "--loglevel", "warning")
+	s.cmd.Stdout = &s.log
+	s.cmd.Stderr = &s.log
+	s.cmd.SysProcAttr = childProcAttr()
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	if err := s.waitReady(ctx, 10*time.Second); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("%w; redis-server output: %s", err, strings.TrimSpace(s.log.String()))
+	}
+	return s, nil
+}
+
+// freePort asks the kernel for a free loopback port. Another program could
+// take it before redis-server binds it; startRedis then fails clearly.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitReady pings the server until it answers, and reads its version.
+func (s *redisServer) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if s.done != nil {
+			select {
+			case <-s.done:
+				return errors.New("redis-server exited at start")
+			default:
+			}
+		}
+		c, err := newRueidis(s.Addr, func(o *rueidis.ClientOption) { o.DisableRetry = true })
+		if err == nil {
+			info, ierr := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+			c.Close()
+			if ierr == nil {
+				s.Version = infoField(info, "redis_version")
+				return nil
+			}
+			err = ierr
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis at %s not ready after %v: %w", s.Addr, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the server if this program started it: SIGTERM, then SIGKILL
+// after two seconds. It only signals the process it started, by PID.
+func (s *redisServer) Stop() {
+	if !s.Started || s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(termSignal)
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// infoField reads one "name:value" line of an INFO reply.
+func infoField(info, name string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// commandStats is INFO commandstats as calls per command name
+// ("evalsha", "client|tracking", ...).
+type commandStats map[string]int64
+
+// parseCommandStats reads the reply of INFO commandstats.
+func parseCommandStats(info string) commandStats {
+	st := commandStats{}
+	for line := range strings.SplitSeq(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, fields, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				st[name] = n
+			}
+		}
+	}
+	return st
+}
+
+// scriptCommands are the commands that run a script. A script cannot run
+// another script, so every call of these was sent by a client.
+var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
+
+// delta returns after-before per command, leaving out the benchmark's own
+// INFO and marker ECHO calls.
+func (after commandStats) delta(before commandStats) commandStats {
+	d := commandStats{}
+	for k, v := range after {
+		if k == "info" || k == "echo" {
+			continue
+		}
+		if n := v - before[k]; n != 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// scripts sums the script commands.
+func (st commandStats) scripts() int64 {
+	var n int64
+	for _, k := range scriptCommands {
+		n += st[k]
+	}
+	return n
+}
+
+// total sums every command, including the ones scripts ran inside.
+func (st commandStats) total() int64 {
+	var n int64
+	for _, v := range st {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// workerEnv names the environment variable that turns this binary into a
+// worker process of a multi-process scenario; its value is a workerJob.
+const workerEnv = "RLOCK_BENCH_WORKER"
+
+// workerJob is what one worker process runs.
+type workerJob struct {
+	Contender  string        `json:"contender"`
+	Addr       string        `json:"addr"`
+	KeyPrefix  string        `json:"key_prefix"`
+	Key        string        `json:"key"`
+	Proc       int           `json:"proc"`
+	Goroutines int           `json:"goroutines"`
+	Hold       time.Duration `json:"hold"`
+}
+
+// The protocol, one JSON value per message:
+//
+//	worker -> parent (stdout): workerMsg{Ready: true} once connected
+//	parent -> worker (stdin):  startMsg with the wall-clock start and end
+//	worker -> parent (stdout): workerMsg{Acqs: ...} when the run is over
+//	parent -> worker (stdin):  end of input: close the clients and exit
+type startMsg struct {
+	Start int64 `json:"start"` // Unix ns
+	End   int64 `json:"end"`
+}
+
+type workerMsg struct {
+	Ready    bool          `json:"ready,omitempty"`
+	Acqs     []acquisition `json:"acqs,omitempty"`
+	Pending  []acquisition `json:"pending,omitempty"` // Locks still waiting at the end (Got and Freed 0)
+	Errors   int           `json:"errors,omitempty"`
+	FirstErr string        `json:"first_err,omitempty"`
+	Fatal    string        `json:"fatal,omitempty"`
+}
+
+// workerMain is the whole life of a worker process.
+func workerMain(jobJSON string) int {
+	out := json.NewEncoder(os.Stdout)
+	fail := func(err error) int {
+		_ = out.Encode(workerMsg{Fatal: err.Error()})
+		return 1
+	}
+	var job workerJob
+	if err := json.Unmarshal([]byte(jobJSON), &job); err != nil {
+		return fail(fmt.Errorf("bad job: %w", err))
+	}
+	spec, err := contenderByID(job.Contender)
+	if err != nil {
+		return fail(err)
+	}
+	c, err := spec.New(contenderConfig{Addr: job.Addr, KeyPrefix: job.KeyPrefix})
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	if err := warmUp(c, job); err != nil {
+		return fail(fmt.Errorf("warm-up: %w", err))
+	}
+	if err := out.Encode(workerMsg{Ready: true}); err != nil {
+		return 1
+	}
+	in := json.NewDecoder(os.Stdin)
+	var sm startMsg
+	if err := in.Decode(&sm); err != nil {
+		return fail(fmt.Errorf("no start message: %w", err))
+	}
+	res := runWorkerLoop(c, job, time.Unix(0, sm.Start), time.Unix(0, sm.End))
+	if err := out.Encode(res); err != nil {
+		return 1
+	}
+	// Stay connected until the parent has taken its closing counts.
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// warmUp has every goroutine take and release a key of its own once, at
+// the same time, so that connection pools have grown and scripts are
+// loaded before the parent starts counting commands.
+func warmUp(c Contender, job workerJob) error {
+	errs := make([]error, job.Goroutines)
+	var wg sync.WaitGroup
+	for g := range job.Goroutines {
+		wg.Go(func() {
+			errs[g] = lockUnlock(context.Background(), c.Mutex(fmt.Sprintf("warm-%d-%d", job.Proc, g)))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runWorkerLoop runs job.Goroutines goroutines from start to end, each
+// taking the lock, holding it for job.Hold, releasing it and asking again
+// at once. A Lock still waiting at end is abandoned by its context.
+func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
+	var (
+		mu  sync.Mutex
+		res workerMsg
+		wg  sync.WaitGroup
+	)
+	// Cancelled at end rather than given a deadline: rueidislock cuts a
+	// lock's validity to its context's deadline, which would let holds
+	// taken just before the end expire while still held.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopTimer := time.AfterFunc(time.Until(end), cancel)
+	defer stopTimer.Stop()
+	time.Sleep(time.Until(start))
+	for g := range job.Goroutines {
+		m := c.Mutex(job.Key)
+		wg.Go(func() {
+			var acqs, pending []acquisition
+			var errs int
+			var first error
+			for ctx.Err() == nil {
+				asked := time.Now()
+				h, err := m.Lock(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano()})
+						break
+					}
+					errs++
+					first = cmpOr(first, err)
+					sleepCtx(ctx, 10*time.Millisecond) // no hot loop on a failing library
+					continue
+				}
+				got := time.Now()
+				time.Sleep(job.Hold)
+				freed := time.Now()
+				rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
+				err = h.Release(rctx)
+				rcancel()
+				if err != nil {
+					errs++
+					first = cmpOr(first, fmt.Errorf("release: %w", err))
+				}
+				acqs = append(acqs, acquisition{Proc: job.Proc, Worker: g,
+					Asked: asked.UnixNano(), Got: got.UnixNano(), Freed: freed.UnixNano()})
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			res.Acqs = append(res.Acqs, acqs...)
+			res.Pending = append(res.Pending, pending...)
+			res.Errors += errs
+			if first != nil && res.FirstErr == "" {
+				res.FirstErr = first.Error()
+			}
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// workerProc is the parent's handle on one worker process.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	msgs   chan workerMsg // closed when stdout ends
+	stderr syncBuffer
+}
+
+// startWorker starts this binary as a worker running job.
+func startWorker(ctx context.Context, job workerJob) (*workerProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(job)
+	if err != nil {
+		return nil, err
+	}
+	w := &workerProc{msgs: make(chan workerMsg, 4)}
+	w.cmd = exec.CommandContext(ctx, exe)
+	w.cmd.Env = append(os.Environ(), workerEnv+"="+string(b))
+	w.cmd.Stderr = &w.stderr
+	w.cmd.SysProcAttr = childProcAttr()
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(w.msgs)
+		dec := json.NewDecoder(stdout)
+		for {
+			var m workerMsg
+			if err := dec.Decode(&m); err != nil {
+				return
+			}
+			w.msgs <- m
+		}
+	}()
+	return w, nil
+}
+
+// stop closes the worker's input, which tells it to close its clients and
+// exit, and kills it (by its PID) if it has not exited within limit.
+func (w *workerProc) stop(limit time.Duration) {
+	_ = w.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		for range w.msgs { // drain stdout first: Wait closes the pipe
+		}
+		_ = w.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		_ = w.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lastLine returns the last non-empty line of s, cut to 300 bytes.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	l := lines[len(lines)-1]
+	if len(l) > 300 {
+		l = l[:300] + "..."
+	}
+	if l == "" {
+		return "no output on stderr"
+	}
+	return l
+}
+
+// next returns the worker's next message, or an error when it exits, says
+// it failed, or is silent for limit.
+func (w *workerProc) next(ctx context.Context, limit time.Duration) (workerMsg, error) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case m, ok := <-w.msgs:
+		if !ok {
+			return m, fmt.Errorf("worker %d exited early: %s", w.cmd.Process.Pid, lastLine(w.stderr.String()))
+		}
+		if m.Fatal != "" {
+			return m, errors.New(m.Fatal)
+		}
+		return m, nil
+	case <-t.C:
+		return workerMsg{}, fmt.Errorf("worker %d silent for %v", w.cmd.Process.Pid, limit)
+	case <-ctx.Done():
+		return workerMsg{}, ctx.Err()
+	}
+}
