@@ -123,10 +123,11 @@ func TestFairMutex_killedWaiter(t *testing.T) {
 		got := make(chan time.Time, 1)
 		go func() {
 			h, err := m.Lock(bg)
-			got <- time.Now()
+			at := time.Now()
 			if assert.NoError(t, err) {
 				assert.NoError(t, m.Unlock(h))
 			}
+			got <- at
 		}()
 		e.awaitQueue("dead", 2)
 		require.NoError(t, dead.cmd.Process.Kill())
@@ -170,10 +171,11 @@ func TestFairMutex_givingUpLeavesNothing(t *testing.T) {
 		behind := make(chan time.Time, 1)
 		go func() {
 			h, err := m.Lock(bg)
-			behind <- time.Now()
+			at := time.Now()
 			if assert.NoError(t, err) {
 				assert.NoError(t, m.Unlock(h))
 			}
+			behind <- at
 		}()
 		e.awaitQueue("give-up", 3)
 

@@ -130,10 +130,23 @@ func helperCounter(rc rueidis.Client, m *rlock.Mutex) error {
 }
 
 // helperReenter re-enters a lock the parent holds with the shared owner OWNER, reports the
-// hold counts, and releases its hold.
+// hold counts, and releases its hold. With WAITERS=1 another goroutine of this process waits
+// for the lock first, and the re-entry is a blocking Lock: it must not queue behind it.
 func helperReenter(_ rueidis.Client, m *rlock.Mutex) error {
 	ctx := rlock.WithOwner(bg, os.Getenv("OWNER"))
-	h, err := m.TryLock(ctx, 0)
+	var h context.Context
+	var err error
+	if os.Getenv("WAITERS") == "1" {
+		wctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		go func() { _, _ = m.Lock(wctx) }() // a fresh owner: waits behind the parent
+		time.Sleep(200 * time.Millisecond)
+		lctx, stop := context.WithTimeout(ctx, 2*time.Second)
+		defer stop()
+		h, err = m.Lock(lctx)
+	} else {
+		h, err = m.TryLock(ctx, 0)
+	}
 	if err != nil {
 		return fmt.Errorf("re-entry: %w", err)
 	}
@@ -217,13 +230,19 @@ func TestMutex_exclusionAcrossProcesses(t *testing.T) {
 }
 
 func TestMutex_crossProcessReentrancy(t *testing.T) {
+	for _, waiters := range []string{"0", "1"} {
+		t.Run("waiters="+waiters, func(t *testing.T) { testCrossProcessReentrancy(t, waiters) })
+	}
+}
+
+func testCrossProcessReentrancy(t *testing.T, waiters string) {
 	e := newEnv(t)
 	m := e.client(rlock.Options{}).NewMutex("xre")
 	owner := rlock.NewOwnerID()
 	h, err := m.Lock(rlock.WithOwner(bg, owner))
 	require.NoError(t, err)
 
-	c := startChild(t, "reenter", "PREFIX="+e.prefix, "LOCK=xre", "OWNER="+owner)
+	c := startChild(t, "reenter", "PREFIX="+e.prefix, "LOCK=xre", "OWNER="+owner, "WAITERS="+waiters)
 	c.expect(t, "holds 2")
 	c.expect(t, "holds 1")
 	c.wait(t)

@@ -238,10 +238,16 @@ type attempt struct {
 	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
 }
 
-// tryAcquire runs the acquire script once. adopt asks the script to take over a hold the owner
-// already has without counting it again (after a lost reply); join lets a fair waiter join
-// (or stay in) the queue.
-func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt, join bool) (attempt, error) {
+// Modes of an acquire attempt.
+const (
+	takeLock    = iota // take a free lock or re-enter
+	adoptHold          // after a lost reply: as takeLock, but a hold the owner has is not counted again
+	reenterOnly        // re-enter a hold the owner has; leave a free lock to the waiters
+)
+
+// tryAcquire runs the acquire script once, in one of the modes above; join lets a fair waiter
+// join (or stay in) the queue.
+func (m *Mutex) tryAcquire(ctx context.Context, owner string, mode int, join bool) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
@@ -251,23 +257,26 @@ func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt, join bool) 
 	var r rueidis.RedisResult
 	switch {
 	case m.fair:
-		fence, adoptArg, mode := "0", "0", "try"
+		fence, adoptArg, queue := "0", "0", "try"
 		if m.fencing {
 			fence = "1"
 		}
-		if adopt {
+		if mode == adoptHold {
 			adoptArg = "1"
 		}
 		if join {
-			mode = "wait"
+			queue = "wait"
 		}
 		r = fairAcquireScript.Exec(ctx, m.c.rc,
 			[]string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.fence},
-			[]string{owner, m.leaseMs, fence, adoptArg, m.c.fairWaitMs, mode})
+			[]string{owner, m.leaseMs, fence, adoptArg, m.c.fairWaitMs, queue})
 	default:
 		keys, args := m.acquireKeys, []string{owner, m.leaseMs}
-		if adopt {
+		switch mode {
+		case adoptHold:
 			args = append(args, "1")
+		case reenterOnly:
+			args = append(args, "2")
 		}
 		r = acquireScript.Exec(ctx, m.c.rc, keys, args)
 	}
@@ -285,7 +294,7 @@ func (m *Mutex) tryAcquire(ctx context.Context, owner string, adopt, join bool) 
 	a.pttl = time.Duration(reply[1]) * time.Millisecond
 	switch {
 	case reply[1] == -2:
-		a.pttl = 0 // free, but a fair waiter is ahead
+		a.pttl = 0 // free, but a fair waiter is ahead (or left to the waiters)
 	case reply[1] < 0:
 		a.pttl = -1
 	}

@@ -22,7 +22,15 @@ type waiter struct {
 
 // try runs one acquire attempt.
 func (w *waiter) try() (attempt, error) {
-	a, err := w.m.tryAcquire(w.ctx, w.owner, w.ambiguous, w.join)
+	mode := takeLock
+	if w.ambiguous {
+		mode = adoptHold
+	}
+	return w.run(mode)
+}
+
+func (w *waiter) run(mode int) (attempt, error) {
+	a, err := w.m.tryAcquire(w.ctx, w.owner, mode, w.join)
 	w.ambiguous = isTransport(err)
 	return a, err
 }
@@ -30,8 +38,18 @@ func (w *waiter) try() (attempt, error) {
 // acquire runs the first attempt and then waits with the mutex's strategy until an attempt
 // succeeds, the wait ends, ctx is done, or the client closes.
 func (w *waiter) acquire() (attempt, error) {
-	if d, ok := w.yield(); ok {
+	switch d, how := w.yield(); how {
+	case yieldWait:
 		return w.pubsub(attempt{pttl: d}, nil)
+	case yieldProbe:
+		a, err := w.run(reenterOnly)
+		if err == nil && a.acquired {
+			return a, nil
+		}
+		if err == nil && a.pttl == 0 {
+			a.pttl = maxCourtesy // left free for a woken waiter
+		}
+		return w.pubsub(a, err)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {
@@ -119,13 +137,16 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 // attempt. Two rules stop that for PubSub mutexes (Spin is left as Spring has it, for
 // comparison; a fair mutex queues anyway):
 //
-//   - A Lock for a fresh owner on a lock that already has waiters in this client joins them
-//     instead of trying first; they are woken one per unlock message in the order they
-//     blocked. A Lock for an owner that may already hold the lock always tries first
-//     (re-entry must not wait).
+//   - A Lock on a lock that already has waiters in this client joins them instead of trying
+//     first; they are woken one per unlock message in the order they blocked. Re-entry must
+//     not wait, so an owner that may hold the lock through another process (one that came
+//     with the context) first re-enters if it can, leaving a free lock alone; an owner made
+//     for this call holds nothing and joins at once.
 //   - After this client's release wakes waiters, its attempts on that lock hold back for a
-//     courtesy window of about two round trips, long enough for a woken waiter elsewhere to
-//     get its attempt in.
+//     courtesy window of about two round trips (1-10ms), long enough for a woken waiter
+//     elsewhere to get its attempt in.
+//
+// An owner that holds the lock in this process always tries at once.
 
 // Courtesy window bounds.
 const (
@@ -157,25 +178,39 @@ func (c *Client) courtesyLeft(key string) time.Duration {
 	return left
 }
 
-// yield reports whether w should wait before its first attempt, and how long at most (a wake
-// permit may come sooner): see Barging.
-func (w *waiter) yield() (time.Duration, bool) {
-	if !w.fresh || !w.join || w.m.fair {
-		return 0, false
+// What a new Lock does first (see Barging).
+const (
+	yieldNo    = iota // try at once
+	yieldWait         // wait (at most the returned time, a permit may come sooner), then try
+	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldWait
+)
+
+// yield decides how w starts: see Barging.
+func (w *waiter) yield() (time.Duration, int) {
+	if !w.join || w.m.fair {
+		return 0, yieldNo
 	}
 	if _, ok := w.m.wait.(pubSubWait); !ok {
-		return 0, false
-	}
-	if d := w.m.c.courtesyLeft(w.m.keys.lock); d > 0 {
-		return d, true
+		return 0, yieldNo
 	}
 	c := w.m.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.subs[w.m.keys.channel]; s != nil && s.refs > 0 {
-		return w.m.leaseFor(), true
+	_, holds := c.holds[holdKey{w.m.keys.lock, w.owner}]
+	s := c.subs[w.m.keys.channel]
+	waiters := s != nil && s.refs > 0
+	c.mu.Unlock()
+	switch {
+	case holds:
+		return 0, yieldNo
+	case waiters && w.fresh:
+		return w.m.leaseFor(), yieldWait
+	case waiters:
+		return 0, yieldProbe
 	}
-	return 0, false
+	if d := c.courtesyLeft(w.m.keys.lock); d > 0 {
+		return d, yieldWait
+	}
+	return 0, yieldNo
 }
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past

@@ -79,8 +79,9 @@ func (r *rlockContender) Mutex(key string) Mutex {
 type rlockMutex struct{ m *rlock.Mutex }
 
 func (m rlockMutex) Lock(ctx context.Context) (Hold, error) {
-	// A fresh owner per call: each goroutine excludes its siblings.
-	hctx, err := m.m.Lock(rlock.WithOwner(ctx, rlock.NewOwnerID()))
+	// ctx carries no owner, so Lock makes a fresh one per call (the library's plain usage):
+	// each goroutine excludes its siblings.
+	hctx, err := m.m.Lock(ctx)
 	if err != nil {
 		return Hold{}, err
 	}
