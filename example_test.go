@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -127,18 +128,22 @@ func ExampleClient_NewFairMutex() {
 	m := locks.NewFairMutex("batch")
 
 	held, _ := m.Lock(context.Background())
-	done := make(chan int, 3)
+	var order []int // appended under the lock
+	var wg sync.WaitGroup
 	for i := range 3 {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			h, err := m.Lock(context.Background()) // queues behind earlier arrivals
 			if err == nil {
-				done <- i
+				order = append(order, i)
 				_ = m.Unlock(h)
 			}
 		}()
 		time.Sleep(100 * time.Millisecond) // arrive in order 0, 1, 2
 	}
 	_ = m.Unlock(held)
-	fmt.Println(<-done, <-done, <-done)
-	// Output: 0 1 2
+	wg.Wait()
+	fmt.Println(order)
+	// Output: [0 1 2]
 }
