@@ -16,6 +16,7 @@ vet:
 .PHONY: gotest
 gotest:
 	$(GO) test -race -count=1 $(TESTFLAGS) ./...
+	cd bench && $(GO) test -count=1 ./...
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:

@@ -43,8 +43,8 @@ func (w *waiter) acquire() (attempt, error) {
 		return w.pubsub(attempt{pttl: d}, nil)
 	case yieldProbe:
 		a, err := w.run(reenterOnly)
-		if err == nil && a.acquired {
-			return a, nil
+		if err == nil && a.acquired || err != nil && !isTransport(err) {
+			return a, err
 		}
 		if err == nil && a.pttl == 0 {
 			a.pttl = maxCourtesy // left free for a woken waiter

@@ -16,8 +16,6 @@
 -- pttl is the holder's remaining lease (-1: no expiry, -2: free but another waiter is ahead),
 -- head is 1 when the caller heads the queue. Queue and deadlines expire ARGV[5] after the
 -- last call that touched them. Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local owner = ARGV[1]
 
 local function token(new)
@@ -28,6 +26,12 @@ local function token(new)
     return redis.call('incr', KEYS[4])
   end
   return tonumber(redis.call('get', KEYS[4]) or '0')
+end
+
+local function take()
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, 1, token(true)}
 end
 
 local pttl = -2
@@ -43,21 +47,28 @@ if redis.call('exists', KEYS[1]) == 1 then
   pttl = redis.call('pttl', KEYS[1])
 end
 
+local head = redis.call('lindex', KEYS[2], 0)
+if pttl == -2 and not head then
+  return take() -- free, and nobody waits
+end
+
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local dead = redis.call('zrangebyscore', KEYS[3], '-inf', now)
 for i = 1, #dead do
   redis.call('lrem', KEYS[2], 0, dead[i])
   redis.call('zrem', KEYS[3], dead[i])
 end
+if #dead > 0 then
+  head = redis.call('lindex', KEYS[2], 0)
+end
 
-local head = redis.call('lindex', KEYS[2], 0)
 if pttl == -2 and (not head or head == owner) then
   if head then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], owner)
   end
-  redis.call('hset', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, 1, token(true)}
+  return take()
 end
 
 if ARGV[6] == 'wait' then

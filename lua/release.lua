@@ -35,18 +35,19 @@ if ARGV[4] ~= '1' then
   return {0, redis.call('publish', KEYS[2], ARGV[3])}
 end
 -- Fair: purge dead heads (their deadline, in server time, has passed) and wake the first live one.
+local head = redis.call('lindex', KEYS[3], 0)
+if not head then
+  return {0, 0}
+end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-while true do
-  local head = redis.call('lindex', KEYS[3], 0)
-  if not head then
-    break
-  end
+while head do
   local deadline = redis.call('zscore', KEYS[4], head)
   if deadline and tonumber(deadline) > now then
     return {0, redis.call('publish', KEYS[2], ARGV[3] .. head)}
   end
   redis.call('lpop', KEYS[3])
   redis.call('zrem', KEYS[4], head)
+  head = redis.call('lindex', KEYS[3], 0)
 end
 return {0, 0}
