@@ -113,9 +113,12 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 		res workerMsg
 		wg  sync.WaitGroup
 	)
-	// Cancelled at end rather than given a deadline: rueidislock cuts a
-	// lock's validity to its context's deadline, which would let holds
-	// taken just before the end expire while still held.
+	// ctx ends the run. It is cancelled at the end rather than given a deadline
+	// (rueidislock cuts a lock's validity to its context's deadline), and each Lock gets a
+	// context of its own that the end of the run cancels only while the Lock still waits:
+	// rueidislock releases a lock when the context it was taken with ends, so a hold in
+	// progress must not see the end of the run, or its release would come early and the next
+	// holder would seem to overlap it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopTimer := time.AfterFunc(time.Until(end), cancel)
@@ -129,8 +132,20 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 			var first error
 			for ctx.Err() == nil {
 				asked := time.Now()
-				h, err := m.Lock(ctx)
+				lctx, lcancel := context.WithCancel(context.Background())
+				detach := context.AfterFunc(ctx, lcancel)
+				h, err := m.Lock(lctx)
+				if err == nil && !detach() {
+					// The run ended as the lock was taken, and lctx is cancelled: give it back
+					// uncounted.
+					_ = h.Release(context.Background())
+					lcancel()
+					pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano()})
+					break
+				}
 				if err != nil {
+					detach()
+					lcancel()
 					if ctx.Err() != nil {
 						pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano()})
 						break
@@ -146,6 +161,7 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 				rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 				err = h.Release(rctx)
 				rcancel()
+				lcancel()
 				if err != nil {
 					errs++
 					first = cmpOr(first, fmt.Errorf("release: %w", err))
