@@ -19,6 +19,15 @@
 // guaranteed across a failover that loses the lock key, a jump of the Redis server's clock, or
 // a pause of the holder longer than its lease.
 //
+// # Waiting
+//
+// [PubSub] waiters sleep on one shared subscription per lock name per client until an unlock
+// message or the holder's remaining lease, whichever comes first; [Spin] waiters poll. A
+// PubSub Lock does not barge: it queues behind this client's waiters for the same lock, and
+// a client that has just released a lock others wait for holds back its own attempts for a
+// moment, so the woken waiter gets it. A fair mutex ([Client.NewFairMutex]) goes further and
+// hands the lock out in arrival order across all clients.
+//
 // # Keys
 //
 // For a lock named N with prefix P (default "rlock") the keys are P:{N} (the lock hash),

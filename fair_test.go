@@ -40,6 +40,21 @@ func inversions(order []int) int {
 	return n
 }
 
+// lockAndRelease locks m in a new goroutine, releases it at once, and then sends the time
+// Lock returned.
+func lockAndRelease(t *testing.T, m *rlock.Mutex) <-chan time.Time {
+	got := make(chan time.Time, 1)
+	go func() {
+		h, err := m.Lock(bg)
+		at := time.Now()
+		if assert.NoError(t, err) {
+			assert.NoError(t, m.Unlock(h))
+		}
+		got <- at
+	}()
+	return got
+}
+
 // TestFairMutex_fifoGoroutines queues 50 waiters in a known order behind a held lock: they
 // acquire in that order.
 func TestFairMutex_fifoGoroutines(t *testing.T) {
@@ -120,15 +135,7 @@ func TestFairMutex_killedWaiter(t *testing.T) {
 			"ID=dead", "FAIRWAIT="+fairWait.String())
 		dead.expect(t, "waiting")
 		e.awaitQueue("dead", 1)
-		got := make(chan time.Time, 1)
-		go func() {
-			h, err := m.Lock(bg)
-			at := time.Now()
-			if assert.NoError(t, err) {
-				assert.NoError(t, m.Unlock(h))
-			}
-			got <- at
-		}()
+		got := lockAndRelease(t, m)
 		e.awaitQueue("dead", 2)
 		require.NoError(t, dead.cmd.Process.Kill())
 		killed := time.Now()
@@ -168,15 +175,7 @@ func TestFairMutex_givingUpLeavesNothing(t *testing.T) {
 			timedOut <- err
 		}()
 		e.awaitQueue("give-up", 2)
-		behind := make(chan time.Time, 1)
-		go func() {
-			h, err := m.Lock(bg)
-			at := time.Now()
-			if assert.NoError(t, err) {
-				assert.NoError(t, m.Unlock(h))
-			}
-			behind <- at
-		}()
+		behind := lockAndRelease(t, m)
 		e.awaitQueue("give-up", 3)
 
 		cancel()

@@ -336,8 +336,10 @@ func isTransport(err error) bool {
 // itself, retrying transport errors for a few seconds with the same request id, so a retried
 // release never counts twice (also when the caller retries an Unlock that returned an error).
 // Errors: [ErrNotHeld] when that owner holds nothing here (Redis untouched); [ErrLockLost] when
-// this process held it but the lease was gone, so the critical section may have overlapped
-// another holder; [ErrClosed]; or a Redis error. When the last hold is released, the owner's
+// this process held it but the lease was gone (a hold context whose loss the library saw, or
+// a hold Redis no longer has), so the critical section may have overlapped another holder;
+// [ErrClosed]; or a Redis error, after which the hold is unchanged or released (the next
+// Unlock of the owner replays the same request and learns which). When the last hold is released, the owner's
 // hold contexts are cancelled and waiters are woken.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if err := m.check(ctx); err != nil {
@@ -494,7 +496,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (owners, count int64,
 	return r[0], r[1], time.Duration(r[2]) * time.Millisecond, nil
 }
 
-// IsLocked reports whether any owner holds m. It makes one round trip.
+// IsLocked reports whether any owner holds m. It makes one round trip, bounded by ctx.
 func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 	owners, _, _, err := m.inspect(ctx, "")
 	return owners > 0, err
@@ -520,7 +522,7 @@ func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
 }
 
 // TTL returns the remaining lease of m, 0 when it is unlocked, and -1 for a lock key that
-// has no expiry (never made by this library). It makes one round trip.
+// has no expiry (never made by this library). It makes one round trip, bounded by ctx.
 func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	owners, _, pttl, err := m.inspect(ctx, "")
 	switch {
