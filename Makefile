@@ -20,7 +20,7 @@ gotest:
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:
-	scripts/with-redis.sh $(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	scripts/with-redis.sh $(GO) test -run '^$$' -bench . -benchtime 3s -count 5 .
 
 bench:
 	scripts/ensure-redis.sh
