@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,4 +256,65 @@ func TestFairMutex_TryLockZeroNeverJumpsTheQueue(t *testing.T) {
 	h, err = m.TryLock(bg, 0)
 	require.NoError(t, err, "with nobody waiting, a single attempt takes the free lock")
 	require.NoError(t, m.Unlock(h))
+}
+
+// clientCommands sums, from INFO commandstats, the commands this library sends itself
+// (scripts, and pub/sub (un)subscriptions); the calls scripts make inside are not counted.
+func (e *env) clientCommands() int64 {
+	info, err := e.do("INFO", "commandstats").ToString()
+	require.NoError(e.t, err)
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "evalsha_ro", "eval_ro", "subscribe", "unsubscribe":
+			calls, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			n += calls
+		}
+	}
+	return n
+}
+
+// TestFairMutex_commandsPerAcquisition: under contention a fair acquisition costs about three
+// commands (the waiter's queued attempt, its attempt on the head's wake-up, the release),
+// whatever the number of waiters, because a release wakes only the head.
+func TestFairMutex_commandsPerAcquisition(t *testing.T) {
+	perAcq := map[int]float64{}
+	for _, waiters := range []int{10, 100} {
+		t.Run(strconv.Itoa(waiters), func(t *testing.T) {
+			e := newEnv(t)
+			mutexes := make([]*rlock.Mutex, 4)
+			for i := range mutexes {
+				mutexes[i] = e.client(rlock.Options{}).NewFairMutex("cmds")
+			}
+			const acquisitions = 600
+			var left atomic.Int64
+			left.Store(acquisitions)
+			before := e.clientCommands()
+			var wg sync.WaitGroup
+			for i := range waiters {
+				m := mutexes[i%len(mutexes)]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for left.Add(-1) >= 0 {
+						h, err := m.Lock(bg)
+						if !assert.NoError(t, err) {
+							return
+						}
+						time.Sleep(200 * time.Microsecond)
+						assert.NoError(t, m.Unlock(h))
+					}
+				}()
+			}
+			wg.Wait()
+			perAcq[waiters] = float64(e.clientCommands()-before) / acquisitions
+			t.Logf("%d waiters: %.2f commands per acquisition", waiters, perAcq[waiters])
+			assert.LessOrEqual(t, perAcq[waiters], 3.5)
+		})
+	}
+	assert.Less(t, perAcq[100], perAcq[10]*1.25, "commands per acquisition do not grow with the waiters")
 }
