@@ -277,3 +277,29 @@ func TestFault_restartedServer(t *testing.T) {
 	require.NoError(t, err, "locking works after the restart (scripts reloaded)")
 	require.NoError(t, m.Unlock(h))
 }
+
+// TestFault_serverGone stops Redis for good under a held lock: renewals fail, and once they
+// have failed for a whole lease the hold context is cancelled with ErrLockLost (the lease can
+// only have lapsed), while Lock calls fail or keep retrying rather than pretend to succeed.
+func TestFault_serverGone(t *testing.T) {
+	srv, err := startRedis("")
+	require.NoError(t, err)
+	t.Cleanup(srv.stop)
+	e := newEnvAt(t, srv.addr)
+	e.dirty = true // the server is gone: nothing to check
+	const timeout = 900 * time.Millisecond
+	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("gone")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+
+	srv.kill()
+	start := time.Now()
+	require.ErrorIs(t, causeOf(h, 3*timeout), rlock.ErrLockLost)
+	assert.GreaterOrEqual(t, time.Since(start), timeout/2, "not before the lease could have lapsed")
+	assert.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	_, err = m.Lock(ctx)
+	require.Error(t, err, "no lock without a server")
+}
