@@ -312,19 +312,6 @@ func (m *Mutex) redisErr(op string, err error) error {
 	return fmt.Errorf("rlock: %s %q: %w", op, m.name, err)
 }
 
-// giveUpAfter returns a context for one call that stops waiting for the reply after d. It is
-// cancelled rather than given a deadline: rueidis closes a connection whose deadline passes
-// mid-call (failing every other call on it), but only abandons the reply of a cancelled call,
-// which still runs; a replay of the same request then recovers its outcome.
-func giveUpAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	t := time.AfterFunc(d, cancel)
-	return ctx, func() {
-		t.Stop()
-		cancel()
-	}
-}
-
 // isTransport reports whether err is a transport failure (the command may or may not have
 // run), as opposed to a reply from Redis.
 func isTransport(err error) bool {
@@ -339,8 +326,8 @@ func isTransport(err error) bool {
 // this process held it but the lease was gone (a hold context whose loss the library saw, or
 // a hold Redis no longer has), so the critical section may have overlapped another holder;
 // [ErrClosed]; or a Redis error, after which the hold is unchanged or released (the next
-// Unlock of the owner replays the same request and learns which). When the last hold is released, the owner's
-// hold contexts are cancelled and waiters are woken.
+// Unlock of the owner replays the same request and learns which). When the last hold is
+// released, the owner's hold contexts are cancelled and waiters are woken.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if err := m.check(ctx); err != nil {
 		return err

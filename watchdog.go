@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"context"
 	"strconv"
 	"time"
 )
@@ -111,5 +112,18 @@ func (c *Client) renewChunk(holds []*hold, lease string) {
 			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.name, "owner", h.owner)
 			c.lose(h)
 		}
+	}
+}
+
+// giveUpAfter returns a context for one renewal that stops waiting for the reply after d. It
+// is cancelled rather than given a deadline: rueidis closes a connection whose deadline passes
+// mid-call, failing every other call multiplexed on it, while a cancelled call is merely
+// abandoned (it may or may not have run; either way the next tick renews again).
+func giveUpAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := time.AfterFunc(d, cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }
