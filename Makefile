@@ -3,8 +3,9 @@
 GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
+CHAOSFLAGS ?= -chaos.duration=15s
 
-.PHONY: test vet bench bench-quick gobench
+.PHONY: test vet bench bench-quick gobench chaos
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -17,6 +18,11 @@ vet:
 gotest:
 	$(GO) test -race -count=1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
+
+# The chaos test alone, longer than in make test: 4 configurations of 15s each by default
+# (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).
+chaos:
+	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaos$$' -v . -args $(CHAOSFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:

@@ -18,6 +18,7 @@ type fairScripts struct {
 	rc   rueidis.Client
 	keys lockKeys
 	wait time.Duration // FairWaitTimeout passed to the scripts
+	seq  int           // request ids
 }
 
 func newFairScripts(t *testing.T) *fairScripts {
@@ -35,9 +36,11 @@ func newFairScripts(t *testing.T) *fairScripts {
 
 func (f *fairScripts) acquire(owner, mode string) []int64 {
 	f.t.Helper()
+	f.seq++
+	req := "scripttest00" + strconv.Itoa(f.seq) // a fresh request: the first 12 bytes name the client
 	r, err := fairAcquireScript.Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence},
-		[]string{owner, "10000", "1", "0", strconv.FormatInt(f.wait.Milliseconds(), 10), mode}).AsIntSlice()
+		[]string{owner, "10000", req, "take", "1", strconv.FormatInt(f.wait.Milliseconds(), 10), mode}).AsIntSlice()
 	require.NoError(f.t, err)
 	return r
 }

@@ -43,7 +43,7 @@ func (w *waiter) fair(a attempt, err error) (attempt, error) {
 	acquired := false
 	defer func() {
 		if !acquired && w.join {
-			w.leave()
+			w.leaveQueue()
 		}
 	}()
 	poll := c.opts.FairWaitTimeout / 3
@@ -86,8 +86,9 @@ func (w *waiter) fair(a attempt, err error) (attempt, error) {
 	}
 }
 
-// leave removes the waiter from the fair queue, retrying transport errors for a few seconds.
-func (w *waiter) leave() {
+// leaveQueue removes the waiter from the fair queue, retrying transport errors for a few
+// seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
+func (w *waiter) leaveQueue() {
 	m := w.m
 	keys := []string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}
 	args := []string{w.owner, addressedPrefix}

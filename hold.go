@@ -9,27 +9,33 @@ import (
 // holdKey identifies the holds of one owner on one lock.
 type holdKey struct{ key, owner string }
 
-// hold is this process's record of an owner's holds on one lock. All fields are guarded by
-// Client.mu.
+// hold is this process's record of an owner's holds on one lock. Its fields are guarded by
+// Client.mu, but for furthest.
 type hold struct {
 	key, owner, name string
+	m                *Mutex    // the mutex that took it, to give it back
 	count            int       // holds taken in this process and not yet released
 	watchdog         bool      // some hold was taken without a fixed lease: renew it
-	expires          time.Time // no later than the lease end in Redis (measured from send times)
+	expires          time.Time // local end of the lease, no later than Redis' (see localEnd)
 	token            int64
-	lost             bool           // the lease is gone; remaining Unlocks report ErrLockLost
-	releasing        int            // Unlock calls in flight: a renewal that finds no owner is theirs
-	pendingRelease   pendingRelease // an Unlock whose reply was lost, replayed by the next one
-	cancels          []context.CancelCauseFunc
-	leaseEnds        []*leaseEnd
+	lost             bool // the lease is gone; remaining Unlocks report ErrLockLost
+	releasing        int  // Unlock calls in flight: a renewal that finds no owner is theirs
+
+	// ctx is done when the hold ends, with its cause; hold contexts whose parent cannot be
+	// cancelled derive their cancellation from it alone and cost the hold nothing.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// subs cancels the hold contexts derived from parents that can be cancelled: each is kept
+	// while its context lives, and those that ended are pruned as new ones are added.
+	subs     []sub
+	pruneAt  int
+	furthest atomic.Int64 // latest lease end (UnixNano) any hold of this record was given
 }
 
-// pending returns the Unlock request the next Unlock must replay (zero if none).
-func (h *hold) pending() pendingRelease {
-	if h == nil {
-		return pendingRelease{}
-	}
-	return h.pendingRelease
+// sub is a hold context with a cancellable parent.
+type sub struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // valid reports whether h's lease has not run out as far as this process knows.
@@ -39,10 +45,28 @@ func (h *hold) valid() bool {
 
 // end cancels every hold context of h with cause.
 func (h *hold) end(cause error) {
-	for _, cancel := range h.cancels {
-		cancel(cause)
+	h.cancel(cause)
+	for _, s := range h.subs {
+		s.cancel(cause)
 	}
-	h.cancels, h.leaseEnds = nil, nil
+	h.subs = nil
+}
+
+// addSub records a hold context with a cancellable parent, pruning ended ones first when the
+// list has doubled since the last pruning, so it stays proportional to the live ones.
+func (h *hold) addSub(s sub) {
+	if len(h.subs) >= h.pruneAt {
+		live := h.subs[:0]
+		for _, s := range h.subs {
+			if s.ctx.Err() == nil {
+				live = append(live, s)
+			}
+		}
+		clear(h.subs[len(live):])
+		h.subs = live
+		h.pruneAt = max(2*len(live), 8)
+	}
+	h.subs = append(h.subs, s)
 }
 
 // holdCtxKey finds, in a context, the hold of one lock of one client.
@@ -51,37 +75,64 @@ type holdCtxKey struct {
 	key string
 }
 
-// holdCtx is the value a hold context carries under its holdCtxKey.
+// holdCtx is the value a hold context carries under its holdCtxKey. Its Unlock fields are
+// guarded by Client.mu.
 type holdCtx struct {
 	h     *hold
 	token int64
+
+	pending bool  // an Unlock given this context has a request of unknown outcome on its lane
+	settled bool  // that request was settled: outcome is what a retried Unlock returns
+	outcome error //
 }
 
 // leaseEnd is the deadline cause of a hold context with a fixed lease. It unwraps to
-// ErrLockLost, or to context.DeadlineExceeded once a later hold pushed the lease past the
+// ErrLockLost, or to context.DeadlineExceeded when a later hold pushed the lease past the
 // context's deadline (the lock is still held, only this context ended).
 type leaseEnd struct {
-	deadline   time.Time
-	superseded atomic.Bool
+	h        *hold
+	deadline time.Time
 }
 
+func (e *leaseEnd) superseded() bool { return e.h.furthest.Load() > e.deadline.UnixNano() }
+
 func (e *leaseEnd) Error() string {
-	if e.superseded.Load() {
-		return "rlock: hold context deadline passed; the lock is still held by a later hold"
+	if e.superseded() {
+		return "hold context deadline passed; the lock is still held by a later hold"
 	}
-	return "rlock: lease ended: " + ErrLockLost.Error()
+	return "lease ended: " + ErrLockLost.Error()
 }
 
 func (e *leaseEnd) Unwrap() error {
-	if e.superseded.Load() {
+	if e.superseded() {
 		return context.DeadlineExceeded
 	}
 	return ErrLockLost
 }
 
-// register records a successful attempt of m for owner and returns its hold context. If the
-// caller's context ended or the client closed while the script ran, the hold is given back.
-func (c *Client) register(parent context.Context, m *Mutex, owner string, a attempt) (context.Context, error) {
+// joined is a hold context whose parent can never be cancelled: values come from the parent,
+// cancellation (and its cause) from the hold.
+type joined struct {
+	context.Context // the parent
+	hold            context.Context
+}
+
+func (j joined) Done() <-chan struct{} { return j.hold.Done() }
+func (j joined) Err() error            { return j.hold.Err() }
+
+// Value looks in the parent first, then in the hold's context, which is what makes
+// context.Cause find the hold's cause.
+func (j joined) Value(key any) any {
+	if v := j.Context.Value(key); v != nil {
+		return v
+	}
+	return j.hold.Value(key)
+}
+
+// register records a successful attempt of m for owner, whose lane l the caller holds, and
+// returns its hold context. If the caller's context ended or the client closed while the
+// script ran, the hold is given back.
+func (c *Client) register(parent context.Context, m *Mutex, l *lane, owner string, a attempt) (context.Context, error) {
 	c.mu.Lock()
 	err := parent.Err()
 	if c.closed.Load() {
@@ -89,7 +140,7 @@ func (c *Client) register(parent context.Context, m *Mutex, owner string, a atte
 	}
 	if err != nil {
 		c.mu.Unlock()
-		m.giveBack(owner)
+		m.owe(l)
 		return nil, err
 	}
 	hk := holdKey{m.keys.lock, owner}
@@ -104,18 +155,22 @@ func (c *Client) register(parent context.Context, m *Mutex, owner string, a atte
 		h = nil
 	}
 	if h == nil {
-		h = &hold{key: m.keys.lock, owner: owner, name: m.name, token: a.token}
+		h = &hold{key: m.keys.lock, owner: owner, name: m.name, m: m, token: a.token, pruneAt: 8}
+		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
 	}
 	h.count++
 	h.watchdog = h.watchdog || m.lease == 0
-	end := a.sent.Add(m.leaseFor())
-	for _, le := range h.leaseEnds {
-		if le.deadline.Before(end) {
-			le.superseded.Store(true)
+	end := localEnd(a.sent, m.leaseFor())
+	if end.After(h.expires) || m.lease > 0 {
+		h.expires = end
+		if c.reapAt.IsZero() || end.Before(c.reapAt) {
+			c.kickReaper()
 		}
 	}
-	h.expires = end
+	if e := end.UnixNano(); e > h.furthest.Load() {
+		h.furthest.Store(e)
+	}
 	ctx := c.holdContext(parent, m, h, end)
 	c.mu.Unlock()
 	return ctx, nil
@@ -123,32 +178,29 @@ func (c *Client) register(parent context.Context, m *Mutex, owner string, a atte
 
 // holdContext derives the hold context of h from parent. Called with c.mu held.
 func (c *Client) holdContext(parent context.Context, m *Mutex, h *hold, end time.Time) context.Context {
-	ctx := parent
-	if owner, ok := Owner(parent); !ok || owner != h.owner {
-		ctx = WithOwner(ctx, h.owner)
-	}
 	key := holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
-	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: h.token})
-	if prev == nil || prev.h != h {
-		// Not nested in a live hold context of h, whose cancellation would reach this one.
+	ctx := parent
+	switch {
+	case prev != nil && prev.h == h:
+		// Nested in a live hold context of h, whose cancellation reaches this one.
+	case parent.Done() == nil:
+		ctx = joined{Context: parent, hold: h.ctx}
+	default:
 		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		h.cancels = append(h.cancels, cancel)
+		ctx, cancel = context.WithCancelCause(parent)
+		h.addSub(sub{ctx, cancel})
 	}
+	if owner, ok := Owner(ctx); !ok || owner != h.owner {
+		ctx = WithOwner(ctx, h.owner)
+	}
+	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: h.token})
 	if m.lease > 0 {
-		le := &leaseEnd{deadline: end}
 		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, end, le)
-		h.cancels = append(h.cancels, func(error) { stop() })
-		h.leaseEnds = append(h.leaseEnds, le)
+		ctx, stop = context.WithDeadlineCause(ctx, end, &leaseEnd{h: h, deadline: end})
+		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}
 	return ctx
-}
-
-// giveBack releases the hold an attempt just took, for a caller that will not get it.
-func (m *Mutex) giveBack(owner string) {
-	_, _ = m.release(owner, &pendingRelease{request: m.c.requestID()})
 }
 
 // finish removes h and cancels its contexts with cause. Called with c.mu held.

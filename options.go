@@ -24,12 +24,13 @@ type Options struct {
 	// contain '{' or '}', which would move the hash tag.
 	KeyPrefix string
 	// WatchdogTimeout is the lease of locks taken without WithLease, renewed every third of
-	// it; default 30s.
+	// it; default 30s; at least 3ms. Redis gets it in whole milliseconds (the rest is dropped).
 	WatchdogTimeout time.Duration
 	// Wait is how a blocked Lock waits; default PubSub().
 	Wait WaitStrategy
 	// FairWaitTimeout is how long after its last poll a queued fair waiter keeps its place;
-	// default 5s. Live waiters poll well within it and never lose their place.
+	// default 5s; at least 3ms (waiters poll every third of it). Live waiters poll well within
+	// it and never lose their place.
 	FairWaitTimeout time.Duration
 	// Logger receives background errors (renewal failures); default: discard.
 	Logger *slog.Logger
@@ -46,6 +47,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalidf("KeyPrefix %q contains '{' or '}'", o.KeyPrefix)
 	case o.WatchdogTimeout > 0 && o.WatchdogTimeout < 3*time.Millisecond:
 		return o, invalidf("WatchdogTimeout %v is below 3ms", o.WatchdogTimeout)
+	case o.FairWaitTimeout > 0 && o.FairWaitTimeout < 3*time.Millisecond:
+		return o, invalidf("FairWaitTimeout %v is below 3ms", o.FairWaitTimeout)
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
@@ -89,14 +92,14 @@ func (pubSubWait) validate() error { return nil }
 type spinWait struct{ interval time.Duration }
 
 // Spin returns a strategy that polls the lock every interval (Spring's SPIN_LOCK, 100ms
-// there). It needs no pub/sub. interval must be positive; otherwise every call on a mutex
-// using it returns an error wrapping [ErrInvalid].
+// there). It needs no pub/sub. interval must be at least 1ms; otherwise every call on a mutex
+// using it (and New, given it in Options) returns an error wrapping [ErrInvalid].
 func Spin(interval time.Duration) WaitStrategy { return spinWait{interval: interval} }
 
 func (s spinWait) String() string { return fmt.Sprintf("spin(%v)", s.interval) }
 func (s spinWait) validate() error {
-	if s.interval <= 0 {
-		return invalidf("Spin interval %v is not positive", s.interval)
+	if s.interval < time.Millisecond {
+		return invalidf("Spin interval %v is below 1ms", s.interval)
 	}
 	return nil
 }
@@ -111,8 +114,9 @@ type mutexConfig struct {
 	err     error
 }
 
-// WithLease gives every hold a fixed lease of d: no watchdog renews it, and the hold context's
-// deadline is the lease end. d must be positive.
+// WithLease gives every hold a fixed lease of d (whole milliseconds: Redis gets no finer
+// lease): no watchdog renews it, and the hold context's deadline is the lease end, just before
+// Redis' (see the package doc). d must be at least 1ms.
 func WithLease(d time.Duration) MutexOption {
 	return func(c *mutexConfig) {
 		if d <= 0 {

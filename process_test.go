@@ -64,6 +64,9 @@ func (c *child) wait(t *testing.T) {
 // runHelper is main() of a child process: it runs the helper named by RLOCK_TEST_HELPER and
 // returns the exit status.
 func runHelper(name string) int {
+	if name == "chaos" {
+		return runChaosChild()
+	}
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -18,8 +18,10 @@ const addressedPrefix = "@"
 // waiters of that lock and reference-counted under Client.mu. It runs on rueidis' multiplexed
 // pub/sub, so it costs no connection of its own.
 type subscription struct {
-	channel string
-	refs    int // guarded by Client.mu
+	c         *Client
+	channel   string
+	refs      int       // guarded by Client.mu
+	holderEnd time.Time // the holder's lease bound as a waiter last saw it; guarded by Client.mu
 
 	// wake is the per-name waiter semaphore: an unlock message, or a (re)confirmed
 	// subscription after which messages may have been missed, leaves one permit, and one
@@ -28,8 +30,8 @@ type subscription struct {
 
 	mu        sync.Mutex
 	addressed map[string]chan struct{} // owner -> its wake-up (fair waiters)
-	// unclaimed remembers addressed messages that found no waiter: one may be for a waiter of
-	// this client between its attempt and its registration. Bounded by maxUnclaimed.
+	// unclaimed remembers addressed messages for fair waiters of this client that are between
+	// their first attempt and the registration of their wake-up (see Client.arrive).
 	unclaimed map[string]struct{}
 
 	ctx    context.Context // cancelled when the last waiter leaves or the client closes
@@ -54,21 +56,48 @@ func (s *subscription) deliver(msg string) {
 	}
 	s.mu.Lock()
 	ch := s.addressed[owner]
-	if ch == nil {
-		if s.unclaimed == nil || len(s.unclaimed) >= maxUnclaimed {
-			s.unclaimed = make(map[string]struct{})
-		}
-		s.unclaimed[owner] = struct{}{}
-	}
 	s.mu.Unlock()
+	if ch == nil && s.c.arriving(s.channel, owner) {
+		s.mu.Lock()
+		if ch = s.addressed[owner]; ch == nil {
+			if s.unclaimed == nil {
+				s.unclaimed = make(map[string]struct{})
+			}
+			s.unclaimed[owner] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
 	if ch != nil {
 		permit(ch)
 	}
 }
 
-// maxUnclaimed bounds the memory of addressed messages nobody here was waiting for (most are
-// for waiters in other processes).
-const maxUnclaimed = 1024
+// arrive counts (delta 1) or uncounts (-1) a fair waiter of this client for owner on channel
+// that may miss an addressed wake-up: from before its first attempt until it leaves. Messages
+// for owners that are not arriving here are for other clients, and are dropped.
+func (c *Client) arrive(channel, owner string, delta int) {
+	k := holdKey{channel, owner}
+	c.mu.Lock()
+	c.arrivals[k] += delta
+	gone := c.arrivals[k] <= 0
+	if gone {
+		delete(c.arrivals, k)
+	}
+	s := c.subs[channel]
+	c.mu.Unlock()
+	if gone && s != nil {
+		s.mu.Lock()
+		delete(s.unclaimed, owner)
+		s.mu.Unlock()
+	}
+}
+
+// arriving reports whether a fair waiter for owner on channel is arriving (see arrive).
+func (c *Client) arriving(channel, owner string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arrivals[holdKey{channel, owner}] > 0
+}
 
 // confirmed runs when Redis confirms the subscription: an unlock published before that was
 // missed, so one waiter (each addressed one, for fair waiters) must try again.
@@ -111,7 +140,7 @@ func (c *Client) subscribe(channel string) *subscription {
 		s.refs++
 		return s
 	}
-	s := &subscription{channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &subscription{c: c, channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
 	c.subs[channel] = s
 	prev := c.retiring[channel]

@@ -6,38 +6,65 @@ import (
 	"time"
 )
 
-// waiter is one Lock or TryLock call trying to acquire a mutex.
+// waiter is one Lock or TryLock call trying to acquire a mutex. All its attempts carry one
+// request id, so an attempt whose reply was lost is replayed, not repeated.
 type waiter struct {
 	m        *Mutex
 	owner    string
+	req      string // request id of every attempt of this call
 	ctx      context.Context
 	bounded  bool      // TryLock: give up at deadline
 	deadline time.Time //
 	join     bool      // not a single attempt (a fair waiter joins the queue)
 	fresh    bool      // the owner was made for this call, so it holds nothing yet
-	// ambiguous is set when an attempt's reply was lost: it may have taken the lock, so the
-	// next attempt adopts an existing hold of the owner instead of counting it again.
-	ambiguous bool
+	// lane is the owner's lane while this call holds its turn: after a successful attempt
+	// (until the hold is registered) and after a lost reply (until an attempt learns the
+	// outcome, or the call leaves and settles it).
+	lane  *lane
+	tried bool // an attempt was made: this call no longer keeps a courtesy window
 }
 
-// try runs one acquire attempt.
-func (w *waiter) try() (attempt, error) {
-	mode := takeLock
-	if w.ambiguous {
-		mode = adoptHold
-	}
-	return w.run(mode)
-}
+// try runs one acquire attempt that may take the lock.
+func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 
+// run runs one acquire attempt in mode, taking the owner's lane first if this call does not
+// hold it.
 func (w *waiter) run(mode int) (attempt, error) {
-	a, err := w.m.tryAcquire(w.ctx, w.owner, mode, w.join)
-	w.ambiguous = isTransport(err)
+	if w.lane == nil {
+		l, err := w.m.enterLane(w.ctx, w.owner)
+		if err != nil {
+			if w.ctx.Err() != nil {
+				err = fmt.Errorf("mutex %q: waiting: %w", w.m.name, err)
+			}
+			return attempt{}, err
+		}
+		w.lane = l
+	}
+	w.tried = true
+	a, err := w.m.tryAcquire(w.ctx, w.owner, w.req, mode, w.join)
+	if err == nil && a.acquired || isTransport(err) {
+		return a, err // keep the turn: to register the hold, or to replay w.req
+	}
+	w.m.exitLane(w.lane)
+	w.lane = nil
 	return a, err
 }
 
-// acquire runs the first attempt and then waits with the mutex's strategy until an attempt
-// succeeds, the wait ends, ctx is done, or the client closes.
+// acquire waits with the mutex's strategy until an attempt succeeds (it returns holding the
+// owner's lane), the wait ends, ctx is done, or the client closes. On error it holds nothing:
+// an attempt whose reply was lost is resolved, and its hold given back if it took one.
 func (w *waiter) acquire() (attempt, error) {
+	a, err := w.wait()
+	if err != nil && w.lane != nil {
+		w.m.leave(w.lane, w.req)
+		w.m.exitLane(w.lane)
+		w.lane = nil
+	}
+	return a, err
+}
+
+// wait runs the first attempt, then waits with the mutex's strategy.
+func (w *waiter) wait() (attempt, error) {
 	switch d, how := w.yield(); how {
 	case yieldWait:
 		return w.pubsub(attempt{pttl: d}, nil)
@@ -50,6 +77,10 @@ func (w *waiter) acquire() (attempt, error) {
 			a.pttl = maxCourtesy // left free for a woken waiter
 		}
 		return w.pubsub(a, err)
+	}
+	if w.m.fair && w.join {
+		w.m.c.arrive(w.m.keys.channel, w.owner, 1)
+		defer w.m.c.arrive(w.m.keys.channel, w.owner, -1)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {
@@ -111,11 +142,14 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		d := w.m.leaseBound(a.pttl)
 		if err != nil {
 			d = backoff.next()
+		} else {
+			c.noteHolder(s, d)
 		}
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
-		if d := c.courtesyLeft(w.m.keys.lock); d > 0 {
+		if d := c.courtesyLeft(w.m.keys.lock); d > 0 && !w.tried {
+			// A new call woken early (by the subscription's confirmation) keeps the window.
 			if err := w.sleep(d, nil); err != nil {
 				return attempt{}, err
 			}
@@ -141,10 +175,12 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 //     first; they are woken one per unlock message in the order they blocked. Re-entry must
 //     not wait, so an owner that may hold the lock through another process (one that came
 //     with the context) first re-enters if it can, leaving a free lock alone; an owner made
-//     for this call holds nothing and joins at once.
-//   - After this client's release wakes waiters, its attempts on that lock hold back for a
-//     courtesy window of about two round trips (1-10ms), long enough for a woken waiter
-//     elsewhere to get its attempt in.
+//     for this call holds nothing and joins at once, sleeping at most until the holder's lease
+//     ends as the other waiters last saw it.
+//   - After this client's release wakes waiters of other clients, its new Lock calls on that
+//     lock hold back (before their first attempt) for a courtesy window of about two round
+//     trips (1-10ms), long enough for a woken waiter elsewhere to get its attempt in. Waiters
+//     that had already tried, which that release may just have woken, do not hold back.
 //
 // An owner that holds the lock in this process always tries at once.
 
@@ -154,13 +190,17 @@ const (
 	maxCourtesy = 10 * time.Millisecond
 )
 
-// courtesy opens key's courtesy window after a release that woke waiters; rtt is the release's
-// round trip.
-func (c *Client) courtesy(key string, rtt time.Duration) {
-	until := time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+// courtesy opens key's courtesy window after a release whose message reached woken clients,
+// if some of them are not this one; rtt is the release's round trip.
+func (c *Client) courtesy(channel, key string, woken int64, rtt time.Duration) {
 	c.mu.Lock()
-	c.yielding[key] = until
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if s := c.subs[channel]; s != nil && s.refs > 0 {
+		woken-- // this client's own subscription
+	}
+	if woken > 0 {
+		c.yielding[key] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+	}
 }
 
 // courtesyLeft is what remains of key's courtesy window.
@@ -176,6 +216,14 @@ func (c *Client) courtesyLeft(key string) time.Duration {
 		delete(c.yielding, key)
 	}
 	return left
+}
+
+// noteHolder records, for waiters that join s later, that the holder's lease bound is d from
+// now.
+func (c *Client) noteHolder(s *subscription, d time.Duration) {
+	c.mu.Lock()
+	s.holderEnd = time.Now().Add(d)
+	c.mu.Unlock()
 }
 
 // What a new Lock does first (see Barging).
@@ -198,12 +246,16 @@ func (w *waiter) yield() (time.Duration, int) {
 	_, holds := c.holds[holdKey{w.m.keys.lock, w.owner}]
 	s := c.subs[w.m.keys.channel]
 	waiters := s != nil && s.refs > 0
+	var holderEnd time.Time
+	if waiters {
+		holderEnd = s.holderEnd
+	}
 	c.mu.Unlock()
 	switch {
 	case holds:
 		return 0, yieldNo
 	case waiters && w.fresh:
-		return w.m.leaseFor(), yieldWait
+		return max(time.Until(holderEnd), time.Millisecond), yieldWait
 	case waiters:
 		return 0, yieldProbe
 	}

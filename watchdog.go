@@ -2,61 +2,156 @@ package rlock
 
 import (
 	"context"
-	"strconv"
+	"strings"
 	"time"
 )
 
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
 const renewBatch = 100
 
-// watchdog is the Client's one renewal goroutine: every third of WatchdogTimeout it renews
-// all watchdog holds and ends holds whose lease has run out.
+// watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it settles lanes
+// with work left and renews all watchdog holds. After a failed renewal it tries again soon
+// (10ms doubling, at most a third of the lease), not a whole period later.
 func (c *Client) watchdog() {
 	defer c.wg.Done()
-	tick := time.NewTicker(c.opts.WatchdogTimeout / 3)
-	defer tick.Stop()
+	period := c.lease / 3
+	t := time.NewTimer(period)
+	defer t.Stop()
+	retry := newBackoff()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-tick.C:
-			c.renewHolds()
+		case <-t.C:
 		}
+		c.settleLanes()
+		next := period
+		if c.renewHolds() {
+			retry = newBackoff()
+		} else {
+			next = min(retry.next(), period)
+		}
+		t.Reset(next)
+	}
+}
+
+// reaper is the Client's expiry goroutine: it ends each hold whose local lease end (see
+// localEnd) passes before a renewal or re-entry moved it, so that no hold context outlives
+// the lease Redis has, whatever the renewals are doing. A hold with only fixed leases is
+// marked lost at once, but its contexts are left to their own deadlines (whose cause says
+// more) for reapGrace before the rest are cancelled.
+func (c *Client) reaper() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	type ending struct {
+		h  *hold
+		at time.Time
+	}
+	var endings []ending
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		var next time.Time
+		soonest := func(at time.Time) {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+		kept := endings[:0]
+		for _, e := range endings {
+			if now.Before(e.at) {
+				kept = append(kept, e)
+				soonest(e.at)
+				continue
+			}
+			e.h.end(ErrLockLost)
+		}
+		clear(endings[len(kept):])
+		endings = kept
+		for _, h := range c.holds {
+			switch {
+			case now.Before(h.expires):
+				soonest(h.expires)
+			case h.watchdog:
+				c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
+					"lock", h.name, "owner", h.owner)
+				c.lose(h)
+			default:
+				h.lost = true
+				delete(c.holds, holdKey{h.key, h.owner})
+				endings = append(endings, ending{h, now.Add(reapGrace)})
+				soonest(now.Add(reapGrace))
+			}
+		}
+		c.reapAt = next
+		c.mu.Unlock()
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		if !next.IsZero() {
+			t.Reset(time.Until(next))
+		}
+		select {
+		case <-c.ctx.Done():
+			c.mu.Lock()
+			for _, e := range endings {
+				e.h.end(ErrClosed)
+			}
+			c.mu.Unlock()
+			return
+		case <-t.C:
+		case <-c.reap:
+		}
+	}
+}
+
+// reapGrace is how long the reaper leaves the contexts of a fixed-lease hold to their
+// deadlines before it cancels what remains.
+const reapGrace = 100 * time.Millisecond
+
+// kickReaper makes the reaper look again. Called with c.mu held.
+func (c *Client) kickReaper() {
+	c.reapAt = time.Time{}
+	select {
+	case c.reap <- struct{}{}:
+	default:
 	}
 }
 
 // renewHolds extends the lease of every watchdog hold, in scripts of at most renewBatch keys
 // grouped by hash slot (on a cluster). A hold is lost (its contexts cancelled with
-// ErrLockLost) when Redis says its owner is gone, when its fixed lease ran out, or when
-// renewals have failed for a whole lease. A failed script is logged and retried next tick.
-func (c *Client) renewHolds() {
-	now := time.Now()
+// ErrLockLost) when Redis says its owner is gone. It reports whether every script ran; a
+// failed one is logged, and the watchdog retries soon.
+func (c *Client) renewHolds() bool {
 	bySlot := make(map[uint16][]*hold)
 	c.mu.Lock()
+	now := time.Now()
 	for key, until := range c.yielding {
 		if now.After(until) {
 			delete(c.yielding, key)
 		}
 	}
 	for _, h := range c.holds {
-		switch {
-		case h.watchdog: // renewed even past its local expiry: Redis knows whether it lapsed
+		if h.watchdog {
 			s := c.slotOf(h.key)
 			bySlot[s] = append(bySlot[s], h)
-		case now.After(h.expires): // a fixed lease ran out
-			c.lose(h)
 		}
 	}
 	c.mu.Unlock()
 
-	lease := strconv.FormatInt(c.opts.WatchdogTimeout.Milliseconds(), 10)
+	ok := true
 	for _, holds := range bySlot {
 		for len(holds) > 0 {
 			n := min(len(holds), renewBatch)
-			c.renewChunk(holds[:n], lease)
+			ok = c.renewChunk(holds[:n]) && ok
 			holds = holds[n:]
 		}
 	}
+	return ok
 }
 
 // slotOf groups keys for multi-key commands: by hash slot on a cluster, all in one group
@@ -68,17 +163,17 @@ func (c *Client) slotOf(key string) uint16 {
 	return 0
 }
 
-// renewChunk runs one renewal script for holds, which share a slot.
-func (c *Client) renewChunk(holds []*hold, lease string) {
+// renewChunk runs one renewal script for holds, which share a slot, and reports whether it ran.
+func (c *Client) renewChunk(holds []*hold) bool {
 	keys := make([]string, len(holds))
 	args := make([]string, 1, len(holds)+1)
-	args[0] = lease
+	args[0] = c.leaseMs
 	for i, h := range holds {
 		keys[i] = h.key
 		args = append(args, h.owner)
 	}
 	sent := time.Now()
-	ctx, cancel := giveUpAfter(c.ctx, c.opts.WatchdogTimeout/3)
+	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
 	renewed, err := renewScript.Exec(ctx, c.rc, keys, args).AsIntSlice()
 	cancel()
 	if err == nil && len(renewed) != len(holds) {
@@ -87,38 +182,45 @@ func (c *Client) renewChunk(holds []*hold, lease string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		if c.ctx.Err() != nil {
-			return
+		if c.ctx.Err() == nil {
+			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
+				"locks", len(holds), "first", holds[0].name, "error", err)
 		}
-		c.opts.Logger.Warn("rlock: lease renewal failed; retrying next tick",
-			"locks", len(holds), "first", holds[0].name, "error", err)
-		for _, h := range holds {
-			// Renewals have failed for a whole lease: as far as anyone can tell it lapsed.
-			if !h.lost && c.holds[holdKey{h.key, h.owner}] == h && time.Now().After(h.expires) {
-				c.opts.Logger.Warn("rlock: lock lost: lease ran out while renewals failed", "lock", h.name, "owner", h.owner)
-				c.lose(h)
-			}
-		}
-		return
+		return false
 	}
+	end := localEnd(sent, c.lease)
 	for i, h := range holds {
-		if h.lost || c.holds[holdKey{h.key, h.owner}] != h {
+		hk := holdKey{h.key, h.owner}
+		if h.lost && renewed[i] == 1 && strings.HasPrefix(h.owner, c.id) {
+			// The reaper ended it while this renewal was in flight, which extended it after
+			// all: give its holds back rather than leave a lock held by nobody. (An owner
+			// from a context may also hold through another process: its lease bounds it.)
+			c.oweHolds(h)
+			continue
+		}
+		if h.lost || c.holds[hk] != h {
 			continue // released, lost or replaced meanwhile
 		}
 		switch {
 		case renewed[i] == 1:
-			h.expires = sent.Add(c.opts.WatchdogTimeout)
-		case h.releasing == 0:
+			h.expires = end
+		case h.releasing > 0:
+			// An Unlock in flight released it.
+		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":
+			// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
+			// tells which.
+		default:
 			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.name, "owner", h.owner)
 			c.lose(h)
 		}
 	}
+	return true
 }
 
 // giveUpAfter returns a context for one renewal that stops waiting for the reply after d. It
 // is cancelled rather than given a deadline: rueidis closes a connection whose deadline passes
 // mid-call, failing every other call multiplexed on it, while a cancelled call is merely
-// abandoned (it may or may not have run; either way the next tick renews again).
+// abandoned (it may or may not have been sent; either way the watchdog renews again).
 func giveUpAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	t := time.AfterFunc(d, cancel)

@@ -1,37 +1,60 @@
--- acquire.lua: take the lock for an owner, or re-enter it, in one step.
+-- acquire.lua: take the lock for an owner, or re-enter it, in one step; a replayed request
+-- returns its recorded outcome instead of counting again.
 -- KEYS[1] lock hash (field = owner id, value = hold count; the key's expiry is the lease)
 -- KEYS[2] fencing counter, given only for a mutex with fencing tokens
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds
--- ARGV[3] optional: '1' to adopt a hold the owner already has without counting it again (used
---         after an attempt whose reply was lost, so a retry never takes the lock twice);
---         '2' to re-enter only: a free lock is left for the waiters (reply {0, -2})
--- (Arguments that are not needed are left out: each costs time on every call.)
+-- ARGV[3] request id; its first 12 bytes name the client. Each acquisition records
+--         "<request id>:<count>" in the field NUL..client..owner, so the same request sent again
+--         (after a lost reply) finds it and takes nothing more.
+-- ARGV[4] mode: 'take' takes a free lock or re-enters; 'reenter' re-enters only and leaves a
+--         free lock to the waiters (reply {0, -2}); 'resolve' changes nothing and reports
+--         whether the request already ran (acquired) or not ({0, -2}).
 -- Returns {1, hold count, token} when acquired or re-entered (token 0 without fencing; a
 -- re-entry keeps the hold's token), or {0, pttl} when another owner holds it (pttl -1: the
--- hash has no expiry; -2: free, left alone by a re-entry-only call). Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
+-- hash has no expiry). Everything is read before anything is written: a key of the wrong type
+-- or a fencing counter that is not a number raises an error with nothing changed.
+local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
+local marker = '\0' .. string.sub(req, 1, 12) .. owner
+
+local function token()
+  if KEYS[2] then
+    return tonumber(redis.call('get', KEYS[2]) or '0')
+  end
+  return 0
+end
+
 if redis.call('exists', KEYS[1]) == 0 then
-  if ARGV[3] == '2' then
+  if mode ~= 'take' then
     return {0, -2}
   end
-  redis.call('hset', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  local token = 0
+  local t = 0
   if KEYS[2] then
-    token = redis.call('incr', KEYS[2])
+    t = redis.call('incr', KEYS[2])
   end
-  return {1, 1, token}
+  redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, 1, t}
 end
-local count = redis.call('hget', KEYS[1], ARGV[1])
-if count then
-  if ARGV[3] ~= '1' then
-    count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
+local held = redis.call('hmget', KEYS[1], owner, marker)
+if held[1] and held[2] then
+  local id, n = string.match(held[2], '^(.*):(%d+)$')
+  if id == req then
+    local t = token()
+    if mode ~= 'resolve' then
+      redis.call('pexpire', KEYS[1], ARGV[2])
+    end
+    return {1, tonumber(n), t}
   end
+end
+if mode == 'resolve' then
+  return {0, -2}
+end
+if held[1] then
+  local t = token()
+  local count = redis.call('hincrby', KEYS[1], owner, 1)
+  redis.call('hset', KEYS[1], marker, req .. ':' .. count)
   redis.call('pexpire', KEYS[1], ARGV[2])
-  local token = 0
-  if KEYS[2] then
-    token = tonumber(redis.call('get', KEYS[2]) or '0')
-  end
-  return {1, tonumber(count), token}
+  return {1, count, t}
 end
 return {0, redis.call('pttl', KEYS[1])}

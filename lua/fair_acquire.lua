@@ -1,25 +1,31 @@
--- fair_acquire.lua: take a fair lock in arrival order, re-enter it, or wait in its queue.
+-- fair_acquire.lua: take a fair lock in arrival order, re-enter it, or wait in its queue; a
+-- replayed request returns its recorded outcome instead of counting again.
 -- KEYS[1] lock hash (as in acquire.lua)
 -- KEYS[2] queue: waiting owners in arrival order (list)
 -- KEYS[3] deadlines: owner -> server time (ms) after which the waiter has lost its place (zset)
--- KEYS[4] fencing counter (touched only when ARGV[3] == '1')
+-- KEYS[4] fencing counter (touched only when ARGV[5] == '1')
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds
--- ARGV[3] '1' to issue a fencing token for a new hold
--- ARGV[4] '1' to adopt a hold the owner already has without counting it again (after a lost reply)
--- ARGV[5] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
--- ARGV[6] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
+-- ARGV[3] request id (first 12 bytes: the client), recorded as in acquire.lua
+-- ARGV[4] mode, as in acquire.lua ('reenter' acts as 'take': a fair lock is never left free)
+-- ARGV[5] '1' to issue a fencing token for a new hold
+-- ARGV[6] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
+-- ARGV[7] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
 -- Time is the server's (TIME), never a client clock. Waiters whose deadline passed are purged
--- from anywhere in the queue first. The lock goes to the caller only when it is free and the
--- caller heads the queue (or the queue is empty): nobody jumps the queue.
+-- from anywhere in the queue first; if the queue and the deadlines disagree (a key evicted or
+-- edited), the queue is rebuilt from the owners that have a deadline. The lock goes to the
+-- caller only when it is free and the caller heads the queue (or the queue is empty): nobody
+-- jumps the queue.
 -- Returns {1, hold count, token} when acquired or re-entered, or {0, pttl, head} when not:
 -- pttl is the holder's remaining lease (-1: no expiry, -2: free but another waiter is ahead),
--- head is 1 when the caller heads the queue. Queue and deadlines expire ARGV[5] after the
--- last call that touched them. Raises WRONGTYPE, writing nothing, when KEYS[1] is not a hash.
-local owner = ARGV[1]
+-- head is 1 when the caller heads the queue. Queue and deadlines expire ARGV[6] after the
+-- last call that touched them. Everything is read before anything is written: a key of the
+-- wrong type or a bad fencing counter raises an error with nothing changed.
+local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
+local marker = '\0' .. string.sub(req, 1, 12) .. owner
 
 local function token(new)
-  if ARGV[3] ~= '1' then
+  if ARGV[5] ~= '1' then
     return 0
   end
   if new then
@@ -28,28 +34,55 @@ local function token(new)
   return tonumber(redis.call('get', KEYS[4]) or '0')
 end
 
-local function take()
-  redis.call('hset', KEYS[1], owner, 1)
+local function take(pop)
+  local t = token(true)
+  if pop then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], owner)
+  end
+  redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
   redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, 1, token(true)}
+  return {1, 1, t}
 end
 
 local pttl = -2
 if redis.call('exists', KEYS[1]) == 1 then
-  local count = redis.call('hget', KEYS[1], owner)
-  if count then
-    if ARGV[4] ~= '1' then
-      count = redis.call('hincrby', KEYS[1], owner, 1)
+  local held = redis.call('hmget', KEYS[1], owner, marker)
+  if held[1] and held[2] then
+    local id, n = string.match(held[2], '^(.*):(%d+)$')
+    if id == req then
+      local t = token(false)
+      if mode ~= 'resolve' then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+      end
+      return {1, tonumber(n), t}
     end
+  end
+  if mode == 'resolve' then
+    return {0, -2, 0}
+  end
+  if held[1] then
+    local t = token(false)
+    local count = redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('hset', KEYS[1], marker, req .. ':' .. count)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    return {1, tonumber(count), token(false)}
+    return {1, count, t}
   end
   pttl = redis.call('pttl', KEYS[1])
+elseif mode == 'resolve' then
+  return {0, -2, 0}
 end
 
+if ARGV[5] == '1' then
+  -- Check the counter now: purging dead waiters below writes before a new hold's INCR would.
+  local f = redis.call('get', KEYS[4])
+  if f and (not string.match(f, '^%-?%d+$') or #f > 19 or (#f == 19 and f >= '9223372036854775807')) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+end
 local head = redis.call('lindex', KEYS[2], 0)
 if pttl == -2 and not head then
-  return take() -- free, and nobody waits
+  return take(false) -- free, and nobody waits
 end
 
 local time = redis.call('time')
@@ -59,25 +92,46 @@ for i = 1, #dead do
   redis.call('lrem', KEYS[2], 0, dead[i])
   redis.call('zrem', KEYS[3], dead[i])
 end
+if redis.call('llen', KEYS[2]) ~= redis.call('zcard', KEYS[3]) then
+  -- One key lost entries the other has: keep the queued owners that have a deadline, once
+  -- each and in queue order, then the owners that have a deadline but no place, by deadline.
+  local seen, keep = {}, {}
+  for _, o in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+    if not seen[o] and redis.call('zscore', KEYS[3], o) then
+      seen[o] = true
+      keep[#keep + 1] = o
+    end
+  end
+  for _, o in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    if not seen[o] then
+      seen[o] = true
+      keep[#keep + 1] = o
+    end
+  end
+  redis.call('del', KEYS[2])
+  for i = 1, #keep, 1000 do
+    redis.call('rpush', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
+  end
+  if #keep > 0 then
+    redis.call('pexpire', KEYS[2], ARGV[6])
+  end
+  dead = {1}
+end
 if #dead > 0 then
   head = redis.call('lindex', KEYS[2], 0)
 end
 
 if pttl == -2 and (not head or head == owner) then
-  if head then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], owner)
-  end
-  return take()
+  return take(head ~= false and head ~= nil)
 end
 
-if ARGV[6] == 'wait' then
-  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[5]), owner) == 1 then
+if ARGV[7] == 'wait' then
+  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), owner) == 1 then
     redis.call('rpush', KEYS[2], owner)
     head = head or owner
   end
-  redis.call('pexpire', KEYS[2], ARGV[5])
-  redis.call('pexpire', KEYS[3], ARGV[5])
+  redis.call('pexpire', KEYS[2], ARGV[6])
+  redis.call('pexpire', KEYS[3], ARGV[6])
 end
 if head == owner then
   return {0, pttl, 1}

@@ -5,7 +5,7 @@
 -- ARGV[1] unlock message; for a fair lock, the prefix of a message addressed to the head waiter
 -- ARGV[2] optional: '1' for a fair lock: wake only the head of the queue, with ARGV[1]..owner
 -- Returns 1 when the lock existed (deleted, a waiter woken), 0 when it did not.
--- Raises WRONGTYPE, deleting nothing, when KEYS[1] is not a hash.
+-- Raises WRONGTYPE, deleting nothing, when KEYS[1] is not a hash or KEYS[3] not a list.
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then
   return 0
@@ -13,12 +13,13 @@ end
 if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
-redis.call('del', KEYS[1])
 if ARGV[2] ~= '1' then
+  redis.call('del', KEYS[1])
   redis.call('publish', KEYS[2], ARGV[1])
   return 1
 end
 local head = redis.call('lindex', KEYS[3], 0)
+redis.call('del', KEYS[1])
 if head then
   redis.call('publish', KEYS[2], ARGV[1] .. head)
 end

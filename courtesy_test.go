@@ -1,0 +1,92 @@
+package rlock
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// internalClient returns a Client on REDIS_ADDR with a key prefix of its own, closed when the
+// test ends.
+func internalClient(t *testing.T, prefix string) *Client {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rc.Close)
+	c, err := New(rc, Options{KeyPrefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// The courtesy window holds back the releasing client's new Lock calls, not its waiters that
+// had already tried and that the release woke (hardening item 9). The window is opened by hand
+// here, wider than any handoff, so the measurement cannot be mistaken.
+func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
+	prefix := "rlcourt" + NewOwnerID()[:8]
+	holderClient, waiterClient := internalClient(t, prefix), internalClient(t, prefix)
+	holder, waiter := holderClient.NewMutex("c"), waiterClient.NewMutex("c")
+	h, err := holder.Lock(context.Background())
+	require.NoError(t, err)
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := waiter.Lock(context.Background())
+		got <- time.Now()
+		if assert.NoError(t, err) {
+			assert.NoError(t, waiter.Unlock(w))
+		}
+	}()
+	require.Eventually(t, func() bool {
+		waiterClient.mu.Lock()
+		defer waiterClient.mu.Unlock()
+		s := waiterClient.subs[waiter.keys.channel]
+		return s != nil && s.refs == 1
+	}, time.Second, time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
+
+	waiterClient.courtesy(waiter.keys.channel, waiter.keys.lock, 2, time.Hour) // a 10ms window
+	start := time.Now()
+	require.NoError(t, holder.Unlock(h))
+	d := (<-got).Sub(start)
+	assert.Less(t, d, 5*time.Millisecond, "the woken waiter did not sit out its client's window")
+
+	// A new Lock call of that client does sit it out.
+	waiterClient.courtesy(waiter.keys.channel, waiter.keys.lock, 2, time.Hour)
+	start = time.Now()
+	w, err := waiter.Lock(context.Background())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 8*time.Millisecond, "a new call keeps the window")
+	require.NoError(t, waiter.Unlock(w))
+}
+
+// An addressed wake-up for a fair waiter of this client that arrives between its first attempt
+// and the registration of its wake-up is kept, however many messages for other clients' waiters
+// arrive meanwhile (hardening item 10c).
+func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
+	c := internalClient(t, "rlunclaimed"+NewOwnerID()[:8])
+	const channel = "rlunclaimed:{x}:ch"
+	c.arrive(channel, "me", 1)
+	s := c.subscribe(channel)
+	require.NotNil(t, s)
+	s.deliver(addressedPrefix + "me")
+	for i := range 5000 {
+		s.deliver(addressedPrefix + "other" + NewOwnerID()[:6] + string(rune('a'+i%26)))
+	}
+	s.mu.Lock()
+	assert.Len(t, s.unclaimed, 1, "messages for owners not arriving here are not kept")
+	s.mu.Unlock()
+	wake := make(chan struct{}, 1)
+	s.address("me", wake)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("the arriving waiter's wake-up was dropped")
+	}
+	s.address("me", nil)
+	c.arrive(channel, "me", -1)
+	c.unsubscribe(s, false)
+}

@@ -1,0 +1,254 @@
+package rlock
+
+import (
+	"context"
+	"time"
+)
+
+// Requests whose reply is lost. A script whose reply never arrived may or may not have run, so
+// every acquire and release carries a request id, and the script records the id (and the hold
+// count it left) of the last request of each client and owner in the lock hash, in the field
+// NUL + client id + owner: sending the same id again returns the recorded outcome instead of
+// counting again. The record names only the last request, so this client sends one request at
+// a time per owner and lock: the lane. A request whose outcome is still unknown when its call
+// returns stays on the lane and is settled before the lane's next request, or by the watchdog:
+// a lost acquire is resolved and its hold given back, a lost Unlock is replayed.
+
+// lane serialises this client's requests for one owner on one lock. turn holds a token while
+// a request is in flight; every other field is guarded by Client.mu.
+type lane struct {
+	hk   holdKey
+	turn chan struct{}
+	refs int    // calls using or waiting for the lane
+	m    *Mutex // the mutex that left work on the lane, to settle it
+
+	lostAcquire string         // an acquire whose reply was lost and whose caller left
+	owed        int            // holds taken for callers who left, to give back
+	giveBack    pendingRelease // the give-back in flight (replayed after a lost reply)
+
+	unlock     pendingRelease // an Unlock whose outcome is unknown
+	unlockHold *hold          // the hold record that Unlock released
+	unlockCtx  *holdCtx       // the hold context it was given, where its outcome goes; nil: below
+	settled    bool           // outcome of an Unlock given no hold context, for the owner's next one
+	outcome    error
+}
+
+// unsettled reports whether l carries work for later. Called with Client.mu held.
+func (l *lane) unsettled() bool {
+	return l.lostAcquire != "" || l.owed > 0 || l.unlock.request != ""
+}
+
+// keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with Client.mu
+// held.
+func (l *lane) keepUnlock(m *Mutex, p pendingRelease, h *hold, hc *holdCtx) {
+	l.m, l.unlock, l.unlockHold, l.unlockCtx = m, p, h, hc
+	if hc != nil {
+		hc.pending = true
+	}
+}
+
+// takeOutcome returns the outcome of a settled Unlock that an Unlock with hold context hc
+// (nil for none) retries, and true; or false. Called with Client.mu held.
+func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
+	switch {
+	case hc != nil && hc.settled:
+		hc.settled = false
+		return hc.outcome, true
+	case hc == nil && l.settled:
+		l.settled = false
+		return l.outcome, true
+	}
+	return nil, false
+}
+
+// enterLane waits for the turn of owner's lane on m, then settles work left on it. It returns
+// ctx's error, ErrClosed, or the transport error that kept the left work unsettled; the lane is
+// then not held.
+func (m *Mutex) enterLane(ctx context.Context, owner string) (*lane, error) {
+	c := m.c
+	hk := holdKey{m.keys.lock, owner}
+	c.mu.Lock()
+	l := c.lanes[hk]
+	if l == nil {
+		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
+		c.lanes[hk] = l
+	}
+	l.refs++
+	c.mu.Unlock()
+	select {
+	case l.turn <- struct{}{}:
+	default:
+		select {
+		case l.turn <- struct{}{}:
+		case <-ctx.Done():
+			c.dropLane(l)
+			return nil, ctx.Err()
+		case <-c.ctx.Done():
+			c.dropLane(l)
+			return nil, ErrClosed
+		}
+	}
+	if err := c.settle(l); err != nil {
+		m.exitLane(l)
+		return nil, err
+	}
+	return l, nil
+}
+
+// exitLane gives up the turn of l.
+func (m *Mutex) exitLane(l *lane) {
+	<-l.turn
+	m.c.dropLane(l)
+}
+
+// dropLane drops one reference to l, forgetting it once unused and settled.
+func (c *Client) dropLane(l *lane) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.refs--; l.refs == 0 && !l.unsettled() && c.lanes[l.hk] == l {
+		delete(c.lanes, l.hk)
+	}
+}
+
+// leave records that the caller holding l's turn leaves an acquire (request id req) whose
+// outcome is unknown, and tries to settle it within releaseBudget. Whatever is left is settled
+// later (see settle). The turn is still held on return.
+func (m *Mutex) leave(l *lane, req string) {
+	c := m.c
+	c.mu.Lock()
+	l.lostAcquire, l.m = req, m
+	c.mu.Unlock()
+	_ = c.settleWithin(l, releaseBudget)
+}
+
+// owe records a hold taken for a caller who left (its context ended while the script ran),
+// and gives it back within releaseBudget, or later. The turn of l is held.
+func (m *Mutex) owe(l *lane) {
+	c := m.c
+	c.mu.Lock()
+	l.owed++
+	l.m = m
+	c.mu.Unlock()
+	_ = c.settleWithin(l, releaseBudget)
+}
+
+// oweHolds queues the give-back of every hold recorded in h (lost here, still held in Redis)
+// on its lane, for the watchdog to settle. Called with Client.mu held.
+func (c *Client) oweHolds(h *hold) {
+	if h.count <= 0 {
+		return
+	}
+	hk := holdKey{h.key, h.owner}
+	l := c.lanes[hk]
+	if l == nil {
+		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
+		c.lanes[hk] = l
+	}
+	l.owed += h.count
+	l.m = h.m
+}
+
+// settleWithin settles l, retrying transport errors with back-off until budget has passed. It
+// returns the last transport error if work is left (the watchdog retries it).
+func (c *Client) settleWithin(l *lane, budget time.Duration) error {
+	give := time.Now().Add(budget)
+	b := newBackoff()
+	for {
+		err := c.settle(l)
+		if err == nil {
+			return nil
+		}
+		d := b.next()
+		if c.ctx.Err() != nil || time.Now().Add(d).After(give) {
+			c.opts.Logger.Warn("rlock: could not settle a request with a lost reply; the watchdog retries",
+				"lock", l.hk.key, "owner", l.hk.owner, "error", err)
+			return err
+		}
+		time.Sleep(d)
+	}
+}
+
+// settle does the work left on l, whose turn the caller holds: it resolves a lost acquire
+// (giving its hold back if it ran), gives back owed holds, and replays a lost Unlock, keeping
+// its outcome for the owner's next Unlock. It stops at the first transport error, which it
+// returns; errors from Redis are logged and drop the work (the lease bounds the damage).
+func (c *Client) settle(l *lane) error {
+	c.mu.Lock()
+	m, lost, owed, unlock := l.m, l.lostAcquire, l.owed, l.unlock
+	c.mu.Unlock()
+	if lost != "" {
+		a, err := m.tryAcquire(context.Background(), l.hk.owner, lost, resolveOnly, false)
+		if isTransport(err) {
+			return err
+		}
+		if err != nil {
+			c.opts.Logger.Warn("rlock: resolving a lost acquire failed", "lock", m.name, "error", err)
+		}
+		c.mu.Lock()
+		l.lostAcquire = ""
+		if err == nil && a.acquired {
+			l.owed++
+			owed++
+		}
+		c.mu.Unlock()
+	}
+	for ; owed > 0; owed-- {
+		c.mu.Lock()
+		if l.giveBack.request == "" {
+			l.giveBack = pendingRelease{request: c.requestID()}
+		}
+		p := l.giveBack
+		c.mu.Unlock()
+		_, err := m.releaseOnce(l.hk.owner, &p)
+		if isTransport(err) {
+			return err
+		}
+		if err != nil {
+			c.opts.Logger.Warn("rlock: giving back a hold failed", "lock", m.name, "error", err)
+		}
+		c.mu.Lock()
+		l.owed--
+		l.giveBack = pendingRelease{}
+		c.mu.Unlock()
+	}
+	if unlock.request != "" {
+		left, err := m.releaseOnce(l.hk.owner, &unlock)
+		if isTransport(err) {
+			return err
+		}
+		c.mu.Lock()
+		if err == nil {
+			err = c.released(m, l.unlockHold, unlock, left)
+		}
+		if hc := l.unlockCtx; hc != nil {
+			hc.pending, hc.settled, hc.outcome = false, true, err
+		} else {
+			l.settled, l.outcome = true, err
+		}
+		l.unlock, l.unlockHold, l.unlockCtx = pendingRelease{}, nil, nil
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// settleLanes settles, for the watchdog, every lane with work left that nobody is using.
+func (c *Client) settleLanes() {
+	c.mu.Lock()
+	var todo []*lane
+	for _, l := range c.lanes {
+		if l.refs == 0 && l.unsettled() {
+			l.refs++
+			todo = append(todo, l)
+		}
+	}
+	c.mu.Unlock()
+	for _, l := range todo {
+		select {
+		case l.turn <- struct{}{}:
+			_ = c.settle(l)
+			<-l.turn
+		default:
+		}
+		c.dropLane(l)
+	}
+}
