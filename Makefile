@@ -1,5 +1,6 @@
 # rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server;
-# `make bench` runs the benchmark comparison (bench/, its own module).
+# `make bench` runs the benchmark comparison (bench/, its own module). otel/ (rlockotel) is a
+# module of its own too, vetted and tested with the root.
 GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
@@ -13,11 +14,14 @@ test:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd otel && $(GO) vet ./...
 
 .PHONY: gotest
 gotest:
-	$(GO) test -race -count=1 $(TESTFLAGS) ./...
+	# -p 1: packages share one server, and the chaos and fault tests kill every connection on it.
+	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
+	cd otel && $(GO) test -race -count=1 ./...
 
 # The chaos test alone, longer than in make test: 4 configurations of 15s each by default
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).

@@ -79,6 +79,7 @@ var chaosNames = []string{"c0", "c1", "c2"}
 // TestChaos runs the chaos test for both mutex kinds and both wait strategies, each for
 // -chaos.duration.
 func TestChaos(t *testing.T) {
+	needsThrowaway(t)
 	for _, kind := range []string{"plain", "fair"} {
 		t.Run(kind, func(t *testing.T) {
 			for _, wait := range []string{"pubsub", "spin"} {

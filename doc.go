@@ -11,13 +11,23 @@
 //
 // # Leases and loss
 //
-// A hold is a lease on one Redis primary. Locks taken without [WithLease] are renewed by one
-// watchdog goroutine per [Client] every third of [Options.WatchdogTimeout]. The hold context is
-// cancelled with cause [ErrLockLost] as soon as the library knows the lease is gone; work that
-// must not overlap another holder should run under that context, and writes to other systems
+// A hold is a lease on one Redis primary, in whole milliseconds. Locks taken without
+// [WithLease] are renewed by one watchdog goroutine per [Client] every third of
+// [Options.WatchdogTimeout]. The hold context is cancelled with cause [ErrLockLost] as soon as
+// the library knows the lease is gone, and at the latest when the lease ends as of the last
+// successful renewal (counted from its send time, less 1ms and 0.1%), so it never outlives the
+// lease Redis has; work that must not overlap another holder should run under that context, and writes to other systems
 // should carry a fencing token ([WithFencing], [Mutex.Token]). Mutual exclusion is not
 // guaranteed across a failover that loses the lock key, a jump of the Redis server's clock, or
 // a pause of the holder longer than its lease.
+//
+// # Lost replies
+//
+// Every acquire and release carries a request id that its script records, so a request whose
+// reply was lost is replayed, never repeated; a call that gives up after a lost reply learns
+// whether its request took the lock and gives it back before returning. A client sends one
+// request at a time per owner and lock; one whose outcome is still unknown is settled before
+// the next (see [Mutex.Unlock]).
 //
 // # Waiting
 //
@@ -27,6 +37,11 @@
 // a client that has just released a lock others wait for holds back its own attempts for a
 // moment, so the woken waiter gets it. A fair mutex ([Client.NewFairMutex]) goes further and
 // hands the lock out in arrival order across all clients.
+//
+// # Observing
+//
+// [Options.Observer] receives calls, holds, lost holds, renewal failures and handoffs; the
+// module github.com/rlock-go/rlock/otel turns them into OpenTelemetry metrics and spans.
 //
 // # Keys
 //

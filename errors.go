@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -31,3 +32,13 @@ func invalidf(format string, args ...any) error {
 
 // errBadReply reports a script reply of an unexpected shape.
 var errBadReply = errors.New("rlock: unexpected reply from Redis")
+
+// Lost reports whether ctx, a hold context or one derived from it, ended because the lease was
+// lost: its cause is [ErrLockLost]. It is false while the hold lives, and for a hold context that
+// ended for another reason: released by Unlock ([context.Canceled]), the Client closed
+// ([ErrClosed]), the caller's own context cancelled or past its deadline, or, with [WithLease],
+// a deadline that a later re-entry outlived. Test this, not Done, to tell a lost lock from the
+// end of your own context. It does not block.
+func Lost(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrLockLost)
+}

@@ -40,22 +40,22 @@ func Example() {
 	fmt.Println("holds:", n)
 	_ = m.Unlock(inner)
 
-	// Work under the hold context stops by itself if the lease is lost.
-	select {
-	case <-held.Done():
-		fmt.Println("lost:", context.Cause(held))
-	default:
-		fmt.Println("still held")
+	// Work under the hold context stops by itself if the lease is lost. Done also closes when
+	// the context given to Lock ends: rlock.Lost tells the two apart.
+	if err := doWork(held); err != nil && rlock.Lost(held) {
+		log.Printf("lock lost mid-work: %v", context.Cause(held)) // another holder may have run too
 	}
 	if err := m.Unlock(held); err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // ErrLockLost here also means the section may have overlapped another holder
 	}
-	fmt.Println("released:", errors.Is(held.Err(), context.Canceled))
+	fmt.Println("released:", errors.Is(held.Err(), context.Canceled), "lost:", rlock.Lost(held))
 	// Output:
 	// holds: 2
-	// still held
-	// released: true
+	// released: true lost: false
 }
+
+// doWork stands for the critical section: it stops when ctx ends.
+func doWork(ctx context.Context) error { return ctx.Err() }
 
 // ExampleMutex_TryLock gives up after a bounded wait.
 func ExampleMutex_TryLock() {

@@ -1,7 +1,6 @@
 package rlock
 
 import (
-	"context"
 	"time"
 )
 
@@ -94,7 +93,7 @@ func (w *waiter) leaveQueue() {
 	args := []string{w.owner, addressedPrefix}
 	backoff := newBackoff()
 	for give := time.Now().Add(releaseBudget); ; {
-		err := fairLeaveScript.Exec(context.Background(), m.c.rc, keys, args).Error()
+		err := fairLeaveScript.Exec(detach(w.cmd), m.c.rc, keys, args).Error()
 		if !isTransport(err) {
 			if err != nil {
 				m.c.opts.Logger.Warn("rlock: leaving the fair queue failed", "lock", m.name, "error", err)

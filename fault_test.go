@@ -69,6 +69,7 @@ func requireAll(t *testing.T, done <-chan error, n int, within time.Duration) {
 // pubsub) and releases the lock at once, so the unlock message is lost: the waiters must still
 // acquire, through re-subscription and the lease bound.
 func TestFault_pubsubConnectionKilled(t *testing.T) {
+	needsThrowaway(t)
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		holder := e.client(rlock.Options{WatchdogTimeout: time.Second}).NewMutex("killed")
@@ -95,6 +96,7 @@ func TestFault_pubsubConnectionKilled(t *testing.T) {
 
 // TestFault_scriptFlush empties the server's script cache while a lock is held and waited for.
 func TestFault_scriptFlush(t *testing.T) {
+	needsThrowaway(t)
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		m := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}).NewMutex("flush")
@@ -118,6 +120,7 @@ func TestFault_scriptFlush(t *testing.T) {
 
 // debugSleep blocks the whole server for d (DEBUG SLEEP) from a connection of its own.
 func debugSleep(t *testing.T, e *env, d time.Duration) <-chan error {
+	needsThrowaway(t)
 	rc := newRueidis(t, e.addr)
 	done := make(chan error, 1)
 	go func() {

@@ -18,8 +18,10 @@ type hold struct {
 	watchdog         bool      // some hold was taken without a fixed lease: renew it
 	expires          time.Time // local end of the lease, no later than Redis' (see localEnd)
 	token            int64
-	lost             bool // the lease is gone; remaining Unlocks report ErrLockLost
-	releasing        int  // Unlock calls in flight: a renewal that finds no owner is theirs
+	lost             bool      // the lease is gone; remaining Unlocks report ErrLockLost
+	releasing        int       // Unlock calls in flight: a renewal that finds no owner is theirs
+	start            time.Time // when the record was made (only with an observer)
+	reported         bool      // its end was reported to the observer
 
 	// ctx is done when the hold ends, with its cause; hold contexts whose parent cannot be
 	// cancelled derive their cancellation from it alone and cost the hold nothing.
@@ -131,8 +133,8 @@ func (j joined) Value(key any) any {
 
 // register records a successful attempt of m for owner, whose lane l the caller holds, and
 // returns its hold context. If the caller's context ended or the client closed while the
-// script ran, the hold is given back.
-func (c *Client) register(parent context.Context, m *Mutex, l *lane, owner string, a attempt) (context.Context, error) {
+// script ran, the hold is given back, with commands under cmd.
+func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner string, a attempt) (context.Context, error) {
 	c.mu.Lock()
 	err := parent.Err()
 	if c.closed.Load() {
@@ -140,7 +142,7 @@ func (c *Client) register(parent context.Context, m *Mutex, l *lane, owner strin
 	}
 	if err != nil {
 		c.mu.Unlock()
-		m.owe(l)
+		m.owe(cmd, l)
 		return nil, err
 	}
 	hk := holdKey{m.keys.lock, owner}
@@ -158,6 +160,7 @@ func (c *Client) register(parent context.Context, m *Mutex, l *lane, owner strin
 		h = &hold{key: m.keys.lock, owner: owner, name: m.name, m: m, token: a.token, pruneAt: 8}
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
+		c.holdStarted(h)
 	}
 	h.count++
 	h.watchdog = h.watchdog || m.lease == 0
@@ -172,7 +175,7 @@ func (c *Client) register(parent context.Context, m *Mutex, l *lane, owner strin
 		h.furthest.Store(e)
 	}
 	ctx := c.holdContext(parent, m, h, end)
-	c.mu.Unlock()
+	c.unlock()
 	return ctx, nil
 }
 
@@ -203,12 +206,14 @@ func (c *Client) holdContext(parent context.Context, m *Mutex, h *hold, end time
 	return ctx
 }
 
-// finish removes h and cancels its contexts with cause. Called with c.mu held.
+// finish removes h and cancels its contexts with cause. Called with c.mu held; the caller
+// releases it with c.unlock, which reports the end to the observer.
 func (c *Client) finish(h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if c.holds[hk] == h {
 		delete(c.holds, hk)
 	}
+	c.holdEnded(h, cause)
 	h.end(cause)
 }
 
@@ -223,7 +228,7 @@ func (c *Client) lose(h *hold) {
 // loseKey marks every hold of this process on the lock key lost (after ForceUnlock).
 func (c *Client) loseKey(key string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	for hk, h := range c.holds {
 		if hk.key == key {
 			c.lose(h)

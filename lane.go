@@ -61,10 +61,10 @@ func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
 	return nil, false
 }
 
-// enterLane waits for the turn of owner's lane on m, then settles work left on it. It returns
-// ctx's error, ErrClosed, or the transport error that kept the left work unsettled; the lane is
-// then not held.
-func (m *Mutex) enterLane(ctx context.Context, owner string) (*lane, error) {
+// enterLane waits for the turn of owner's lane on m while ctx lives, then settles work left on
+// it with commands under cmd. It returns ctx's error, ErrClosed, or the transport error that
+// kept the left work unsettled; the lane is then not held.
+func (m *Mutex) enterLane(ctx, cmd context.Context, owner string) (*lane, error) {
 	c := m.c
 	hk := holdKey{m.keys.lock, owner}
 	c.mu.Lock()
@@ -88,7 +88,7 @@ func (m *Mutex) enterLane(ctx context.Context, owner string) (*lane, error) {
 			return nil, ErrClosed
 		}
 	}
-	if err := c.settle(l); err != nil {
+	if err := c.settle(cmd, l); err != nil {
 		m.exitLane(l)
 		return nil, err
 	}
@@ -111,25 +111,26 @@ func (c *Client) dropLane(l *lane) {
 }
 
 // leave records that the caller holding l's turn leaves an acquire (request id req) whose
-// outcome is unknown, and tries to settle it within releaseBudget. Whatever is left is settled
-// later (see settle). The turn is still held on return.
-func (m *Mutex) leave(l *lane, req string) {
+// outcome is unknown, and tries to settle it within releaseBudget, with commands under cmd.
+// Whatever is left is settled later (see settle). The turn is still held on return.
+func (m *Mutex) leave(cmd context.Context, l *lane, req string) {
 	c := m.c
 	c.mu.Lock()
 	l.lostAcquire, l.m = req, m
 	c.mu.Unlock()
-	_ = c.settleWithin(l, releaseBudget)
+	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
 // owe records a hold taken for a caller who left (its context ended while the script ran),
-// and gives it back within releaseBudget, or later. The turn of l is held.
-func (m *Mutex) owe(l *lane) {
+// and gives it back within releaseBudget, or later, with commands under cmd. The turn of l is
+// held.
+func (m *Mutex) owe(cmd context.Context, l *lane) {
 	c := m.c
 	c.mu.Lock()
 	l.owed++
 	l.m = m
 	c.mu.Unlock()
-	_ = c.settleWithin(l, releaseBudget)
+	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
 // oweHolds queues the give-back of every hold recorded in h (lost here, still held in Redis)
@@ -148,13 +149,14 @@ func (c *Client) oweHolds(h *hold) {
 	l.m = h.m
 }
 
-// settleWithin settles l, retrying transport errors with back-off until budget has passed. It
-// returns the last transport error if work is left (the watchdog retries it).
-func (c *Client) settleWithin(l *lane, budget time.Duration) error {
+// settleWithin settles l with commands under cmd, retrying transport errors with back-off
+// until budget has passed. It returns the last transport error if work is left (the watchdog
+// retries it).
+func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration) error {
 	give := time.Now().Add(budget)
 	b := newBackoff()
 	for {
-		err := c.settle(l)
+		err := c.settle(cmd, l)
 		if err == nil {
 			return nil
 		}
@@ -168,16 +170,17 @@ func (c *Client) settleWithin(l *lane, budget time.Duration) error {
 	}
 }
 
-// settle does the work left on l, whose turn the caller holds: it resolves a lost acquire
-// (giving its hold back if it ran), gives back owed holds, and replays a lost Unlock, keeping
-// its outcome for the owner's next Unlock. It stops at the first transport error, which it
-// returns; errors from Redis are logged and drop the work (the lease bounds the damage).
-func (c *Client) settle(l *lane) error {
+// settle does the work left on l, whose turn the caller holds, with commands under cmd: it
+// resolves a lost acquire (giving its hold back if it ran), gives back owed holds, and replays
+// a lost Unlock, keeping its outcome for the owner's next Unlock. It stops at the first
+// transport error, which it returns; errors from Redis are logged and drop the work (the lease
+// bounds the damage).
+func (c *Client) settle(cmd context.Context, l *lane) error {
 	c.mu.Lock()
 	m, lost, owed, unlock := l.m, l.lostAcquire, l.owed, l.unlock
 	c.mu.Unlock()
 	if lost != "" {
-		a, err := m.tryAcquire(context.Background(), l.hk.owner, lost, resolveOnly, false)
+		a, err := m.tryAcquire(cmd, l.hk.owner, lost, resolveOnly, false)
 		if isTransport(err) {
 			return err
 		}
@@ -199,7 +202,7 @@ func (c *Client) settle(l *lane) error {
 		}
 		p := l.giveBack
 		c.mu.Unlock()
-		_, err := m.releaseOnce(l.hk.owner, &p)
+		_, err := m.releaseOnce(cmd, l.hk.owner, &p)
 		if isTransport(err) {
 			return err
 		}
@@ -212,7 +215,7 @@ func (c *Client) settle(l *lane) error {
 		c.mu.Unlock()
 	}
 	if unlock.request != "" {
-		left, err := m.releaseOnce(l.hk.owner, &unlock)
+		left, err := m.releaseOnce(cmd, l.hk.owner, &unlock)
 		if isTransport(err) {
 			return err
 		}
@@ -226,7 +229,7 @@ func (c *Client) settle(l *lane) error {
 			l.settled, l.outcome = true, err
 		}
 		l.unlock, l.unlockHold, l.unlockCtx = pendingRelease{}, nil, nil
-		c.mu.Unlock()
+		c.unlock()
 	}
 	return nil
 }
@@ -245,7 +248,7 @@ func (c *Client) settleLanes() {
 	for _, l := range todo {
 		select {
 		case l.turn <- struct{}{}:
-			_ = c.settle(l)
+			_ = c.settle(context.Background(), l)
 			<-l.turn
 		default:
 		}

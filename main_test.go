@@ -25,11 +25,30 @@ const helperEnv = "RLOCK_TEST_HELPER"
 // redisAddr is the server every test uses: REDIS_ADDR, or one TestMain starts.
 var redisAddr string
 
+// throwawayEnv, set to 1 (as scripts/with-redis.sh does), says the server at REDIS_ADDR is a
+// throwaway one that tests may disturb for every client (DEBUG SLEEP, SCRIPT FLUSH, CLIENT
+// KILL); a server TestMain starts is one too.
+const throwawayEnv = "RLOCK_TEST_THROWAWAY"
+
+// throwaway reports whether tests may disturb the whole server (see throwawayEnv).
+var throwaway bool
+
+// needsThrowaway skips t unless the server is a throwaway one: t disturbs every client of it.
+func needsThrowaway(t testing.TB) {
+	t.Helper()
+	if !throwaway {
+		t.Skipf("disturbs every client of the server (DEBUG SLEEP, SCRIPT FLUSH or CLIENT KILL); "+
+			"REDIS_ADDR=%s is not known to be a throwaway server: set %s=1 if it is, or unset REDIS_ADDR "+
+			"to let the tests start one (redis-server on PATH)", redisAddr, throwawayEnv)
+	}
+}
+
 func TestMain(m *testing.M) {
 	if name := os.Getenv(helperEnv); name != "" {
 		os.Exit(runHelper(name))
 	}
 	redisAddr = os.Getenv("REDIS_ADDR")
+	throwaway = redisAddr == "" || os.Getenv(throwawayEnv) == "1"
 	stop := func() {}
 	if redisAddr == "" {
 		srv, err := startRedis("")
@@ -38,7 +57,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		redisAddr, stop = srv.addr, srv.stop
-		os.Setenv("REDIS_ADDR", redisAddr) // for the package's internal tests
+		os.Setenv("REDIS_ADDR", redisAddr) // for the package's internal tests and child processes
+		os.Setenv(throwawayEnv, "1")
 	}
 	code := m.Run()
 	if code == 0 {

@@ -104,47 +104,50 @@ func localEnd(sent time.Time, d time.Duration) time.Time {
 // error reply. Transport errors while waiting are retried; an attempt whose reply was lost is
 // replayed under its request id, and given back if the call ends before learning its outcome.
 func (m *Mutex) Lock(ctx context.Context) (context.Context, error) {
-	return m.lock(ctx, -1)
+	return m.observeLock(ctx, false, 0)
 }
 
 // TryLock is [Mutex.Lock] that gives up after wait with [ErrNotObtained]; wait 0 makes a single
-// attempt. A wait that ends leaves nothing in Redis (no queue entry, no subscription, no hold).
+// attempt. If that attempt's reply was lost, the error wraps both ErrNotObtained and the
+// transport error. A wait that ends leaves nothing in Redis (no queue entry, no subscription,
+// no hold).
 // A fair mutex's TryLock never jumps the queue.
 func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (context.Context, error) {
-	if wait < 0 {
-		if err := m.check(ctx); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("mutex %q: %w", m.name, invalidf("negative wait %v", wait))
-	}
-	return m.lock(ctx, wait)
+	return m.observeLock(ctx, true, wait)
 }
 
-func (m *Mutex) lock(ctx context.Context, wait time.Duration) (context.Context, error) {
+// lock is Lock (bounded false) and TryLock (bounded: give up after wait): it waits while ctx
+// lives and runs its Redis commands under cmd (the observer's context; see detach). blocked
+// reports that an attempt found the lock held, or that the call queued behind waiters.
+func (m *Mutex) lock(ctx, cmd context.Context, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
 	if err := m.check(ctx); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if bounded && wait < 0 {
+		return nil, false, fmt.Errorf("mutex %q: %w", m.name, invalidf("negative wait %v", wait))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	owner, ok := Owner(ctx)
 	if ok {
 		if err := validateOwner(owner); err != nil {
-			return nil, fmt.Errorf("mutex %q: %w", m.name, err)
+			return nil, false, fmt.Errorf("mutex %q: %w", m.name, err)
 		}
 	} else {
 		owner = m.c.requestID() // unique across clients: a random client id and a counter
 	}
-	w := waiter{m: m, owner: owner, req: m.c.requestID(), ctx: ctx, bounded: wait >= 0, join: wait != 0, fresh: !ok}
+	w := waiter{m: m, owner: owner, req: m.c.requestID(), ctx: ctx, cmd: cmd, bounded: bounded, join: !bounded || wait != 0, fresh: !ok}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
 	a, err := w.acquire()
 	if err != nil {
-		return nil, err
+		return nil, w.blocked, err
 	}
 	defer m.exitLane(w.lane)
-	return m.c.register(ctx, m, w.lane, owner, a)
+	held, err := m.c.register(ctx, cmd, m, w.lane, owner, a)
+	return held, w.blocked, err
 }
 
 // attempt is the outcome of one run of the acquire script.
@@ -174,9 +177,7 @@ func (m *Mutex) tryAcquire(ctx context.Context, owner, req string, mode int, joi
 	a := attempt{sent: time.Now()}
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
-	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
-	}
+	ctx = detach(ctx)
 	var r rueidis.RedisResult
 	switch {
 	case m.fair:

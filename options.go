@@ -34,6 +34,10 @@ type Options struct {
 	FairWaitTimeout time.Duration
 	// Logger receives background errors (renewal failures); default: discard.
 	Logger *slog.Logger
+	// Observer, if not nil, is told of every Lock, TryLock and Unlock call and of what happens
+	// to holds (started, ended, renewal failures, handoffs), for metrics and tracing; see
+	// [Observer]. Default: none, which costs nothing.
+	Observer Observer
 }
 
 // withDefaults validates o and fills in its defaults.

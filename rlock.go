@@ -26,6 +26,7 @@ type Client struct {
 	rc         rueidis.Client
 	cluster    bool // group multi-key commands by slot
 	opts       Options
+	obs        Observer      // opts.Observer; nil: none
 	leaseMs    string        // opts.WatchdogTimeout in whole milliseconds, as Redis gets it
 	lease      time.Duration // the same, as a duration
 	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
@@ -47,6 +48,7 @@ type Client struct {
 	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
 	arrivals map[holdKey]int          // fair waiters that may miss a wake-up, by channel and owner (see arrive)
 	reapAt   time.Time                // when the reaper wakes next; zero: only when kicked
+	events   []Event                  // for the observer, delivered once mu is released (see unlock)
 }
 
 // idLen is the length of a client id; a request id is the client id and a counter.
@@ -69,6 +71,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		rc:        client,
 		cluster:   client.Mode() == rueidis.ClientModeCluster,
 		opts:      opts,
+		obs:       opts.Observer,
 		lease:     opts.WatchdogTimeout.Truncate(time.Millisecond),
 		id:        NewOwnerID()[:idLen],
 		ctx:       ctx,
@@ -92,9 +95,10 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 
 // Close stops the watchdog, the reaper and every subscription and returns once all goroutines
 // of c have exited. Waiting Lock and TryLock calls return [ErrClosed]; hold contexts are
-// cancelled with cause ErrClosed. Locks still held are not released: without renewal they
-// expire within their lease. Close is idempotent, safe to call concurrently (every call returns
-// once the first has finished), and always returns nil.
+// cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for each). Locks still
+// held are not released: without renewal they expire within their lease. Close is
+// idempotent, safe to call concurrently (every call returns once the first has finished),
+// and always returns nil.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		<-c.closeDone
@@ -105,9 +109,10 @@ func (c *Client) Close() error {
 	holds := c.holds
 	c.holds = make(map[holdKey]*hold)
 	for _, h := range holds {
+		c.holdEnded(h, ErrClosed)
 		h.end(ErrClosed)
 	}
-	c.mu.Unlock()
+	c.unlock()
 	c.wg.Wait()
 	close(c.closeDone)
 	return nil

@@ -20,6 +20,11 @@ const unlockMessage = "0"
 // retried with the same context returns its outcome. When the last hold is released, the
 // owner's hold contexts are cancelled and waiters are woken.
 func (m *Mutex) Unlock(ctx context.Context) error {
+	return m.observeUnlock(ctx)
+}
+
+// unlock is Unlock, with its Redis commands under cmd (the observer's context; see detach).
+func (m *Mutex) unlock(ctx, cmd context.Context) error {
 	if err := m.check(ctx); err != nil {
 		return err
 	}
@@ -45,12 +50,13 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	l, err := m.enterLane(context.Background(), owner)
+	cmd = detach(cmd)
+	l, err := m.enterLane(context.Background(), cmd, owner)
 	if err != nil {
 		return err
 	}
 	defer m.exitLane(l)
-	if err := c.settleWithin(l, releaseBudget); err != nil {
+	if err := c.settleWithin(cmd, l, releaseBudget); err != nil {
 		return fmt.Errorf("mutex %q: unlock: %w", m.name, err)
 	}
 
@@ -66,10 +72,10 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	left, err := m.release(owner, &p)
+	left, err := m.release(cmd, owner, &p)
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if h != nil {
 		h.releasing--
 	}
@@ -119,13 +125,14 @@ func (c *Client) released(m *Mutex, h *hold, p pendingRelease, left int64) error
 	return nil
 }
 
-// release runs the release script for p, retrying transport errors within releaseBudget with
-// the same request id, which the script recognises if an earlier attempt already ran.
-func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
+// release runs the release script for p under ctx, retrying transport errors within
+// releaseBudget with the same request id, which the script recognises if an earlier attempt
+// already ran.
+func (m *Mutex) release(ctx context.Context, owner string, p *pendingRelease) (int64, error) {
 	give := time.Now().Add(releaseBudget)
 	b := newBackoff()
 	for {
-		left, err := m.releaseOnce(owner, p)
+		left, err := m.releaseOnce(ctx, owner, p)
 		if !isTransport(err) {
 			return left, err
 		}
@@ -137,8 +144,9 @@ func (m *Mutex) release(owner string, p *pendingRelease) (int64, error) {
 	}
 }
 
-// releaseOnce runs the release script for p once. A transport error marks p ambiguous.
-func (m *Mutex) releaseOnce(owner string, p *pendingRelease) (int64, error) {
+// releaseOnce runs the release script for p once, under ctx without its cancellation and
+// deadline. A transport error marks p ambiguous.
+func (m *Mutex) releaseOnce(ctx context.Context, owner string, p *pendingRelease) (int64, error) {
 	keys, args := []string{m.keys.lock, m.keys.channel}, []string{owner, p.request, unlockMessage}
 	if m.fair {
 		keys = []string{m.keys.lock, m.keys.channel, m.keys.queue, m.keys.deadlines}
@@ -147,7 +155,7 @@ func (m *Mutex) releaseOnce(owner string, p *pendingRelease) (int64, error) {
 	// No context deadline: rueidis' connection timeout bounds the call, and a deadline
 	// passing mid-call would close the connection under every other call on it.
 	sent := time.Now()
-	r, err := releaseScript.Exec(context.Background(), m.c.rc, keys, args).AsIntSlice()
+	r, err := releaseScript.Exec(detach(ctx), m.c.rc, keys, args).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}

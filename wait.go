@@ -13,15 +13,17 @@ type waiter struct {
 	owner    string
 	req      string // request id of every attempt of this call
 	ctx      context.Context
-	bounded  bool      // TryLock: give up at deadline
-	deadline time.Time //
-	join     bool      // not a single attempt (a fair waiter joins the queue)
-	fresh    bool      // the owner was made for this call, so it holds nothing yet
+	cmd      context.Context // the Redis commands' context (values of the observer's; see detach)
+	bounded  bool            // TryLock: give up at deadline
+	deadline time.Time       //
+	join     bool            // not a single attempt (a fair waiter joins the queue)
+	fresh    bool            // the owner was made for this call, so it holds nothing yet
 	// lane is the owner's lane while this call holds its turn: after a successful attempt
 	// (until the hold is registered) and after a lost reply (until an attempt learns the
 	// outcome, or the call leaves and settles it).
-	lane  *lane
-	tried bool // an attempt was made: this call no longer keeps a courtesy window
+	lane    *lane
+	tried   bool // an attempt was made: this call no longer keeps a courtesy window
+	blocked bool // an attempt found the lock held, or the call queued behind waiters
 }
 
 // try runs one acquire attempt that may take the lock.
@@ -31,7 +33,7 @@ func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 // hold it.
 func (w *waiter) run(mode int) (attempt, error) {
 	if w.lane == nil {
-		l, err := w.m.enterLane(w.ctx, w.owner)
+		l, err := w.m.enterLane(w.ctx, w.cmd, w.owner)
 		if err != nil {
 			if w.ctx.Err() != nil {
 				err = fmt.Errorf("mutex %q: waiting: %w", w.m.name, err)
@@ -41,7 +43,10 @@ func (w *waiter) run(mode int) (attempt, error) {
 		w.lane = l
 	}
 	w.tried = true
-	a, err := w.m.tryAcquire(w.ctx, w.owner, w.req, mode, w.join)
+	a, err := w.m.tryAcquire(w.cmd, w.owner, w.req, mode, w.join)
+	if err == nil && !a.acquired {
+		w.blocked = true
+	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay w.req
 	}
@@ -56,7 +61,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 func (w *waiter) acquire() (attempt, error) {
 	a, err := w.wait()
 	if err != nil && w.lane != nil {
-		w.m.leave(w.lane, w.req)
+		w.m.leave(w.cmd, w.lane, w.req)
 		w.m.exitLane(w.lane)
 		w.lane = nil
 	}
@@ -67,6 +72,9 @@ func (w *waiter) acquire() (attempt, error) {
 func (w *waiter) wait() (attempt, error) {
 	switch d, how := w.yield(); how {
 	case yieldWait:
+		return w.pubsub(attempt{pttl: d}, nil)
+	case yieldQueue:
+		w.blocked = true
 		return w.pubsub(attempt{pttl: d}, nil)
 	case yieldProbe:
 		a, err := w.run(reenterOnly)
@@ -94,7 +102,9 @@ func (w *waiter) wait() (attempt, error) {
 	}
 	if w.bounded && !time.Now().Before(w.deadline) {
 		if err != nil {
-			return a, err
+			// The wait is over and the attempt's outcome unknown: it is resolved (and given
+			// back) before the call returns, so this is a plain ErrNotObtained as well.
+			return a, fmt.Errorf("mutex %q: %w (last attempt: %w)", w.m.name, ErrNotObtained, err)
 		}
 		return a, fmt.Errorf("mutex %q: %w", w.m.name, ErrNotObtained)
 	}
@@ -230,7 +240,8 @@ func (c *Client) noteHolder(s *subscription, d time.Duration) {
 const (
 	yieldNo    = iota // try at once
 	yieldWait         // wait (at most the returned time, a permit may come sooner), then try
-	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldWait
+	yieldQueue        // yieldWait behind this client's waiters
+	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldQueue
 )
 
 // yield decides how w starts: see Barging.
@@ -255,7 +266,7 @@ func (w *waiter) yield() (time.Duration, int) {
 	case holds:
 		return 0, yieldNo
 	case waiters && w.fresh:
-		return max(time.Until(holderEnd), time.Millisecond), yieldWait
+		return max(time.Until(holderEnd), time.Millisecond), yieldQueue
 	case waiters:
 		return 0, yieldProbe
 	}

@@ -24,6 +24,7 @@ func (c *Client) watchdog() {
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		c.settleLanes()
 		next := period
 		if c.renewHolds() {
@@ -31,7 +32,8 @@ func (c *Client) watchdog() {
 		} else {
 			next = min(retry.next(), period)
 		}
-		t.Reset(next)
+		// A fixed cadence: the time the renewals took counts towards the next period.
+		t.Reset(max(next-time.Since(start), time.Millisecond))
 	}
 }
 
@@ -80,12 +82,13 @@ func (c *Client) reaper() {
 			default:
 				h.lost = true
 				delete(c.holds, holdKey{h.key, h.owner})
+				c.holdEnded(h, ErrLockLost)
 				endings = append(endings, ending{h, now.Add(reapGrace)})
 				soonest(now.Add(reapGrace))
 			}
 		}
 		c.reapAt = next
-		c.mu.Unlock()
+		c.unlock()
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -180,11 +183,15 @@ func (c *Client) renewChunk(holds []*hold) bool {
 		err = errBadReply
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
 				"locks", len(holds), "first", holds[0].name, "error", err)
+			if c.obs != nil {
+				c.events = append(c.events, Event{Type: EventRenewalFailed, Lock: holds[0].m.info(),
+					Cause: err, Locks: len(holds)})
+			}
 		}
 		return false
 	}

@@ -21,20 +21,28 @@ import (
 
 // panel is one bar chart of the figure.
 type panel struct {
-	title, axis   string
+	title, axis   string // the axis label says whether lower or higher is better
 	scenario, key string
-	unit          string // how bar labels are written (a table unit)
+	unit          string // how bar and tick labels are written (a table unit)
 	log           bool
 	references    bool // include the PING and baseline rows
 }
 
 var panels = []panel{
-	{"1. Uncontended lock+unlock p50", "", "uncontended", "p50_us", unitMicros, false, true},
-	{"2. Parallel (64 goroutines) throughput", "lock+unlock ops/s", "parallel", "ops_per_s", unitRate, false, true},
-	{"3. Contended (3 processes x 16) wait p99", "log scale", "contended", "wait_p99_us", unitMicros, true, false},
-	{"3. Contended: client commands per acquisition", "commands", "contended", "client_cmds_per_acq", unitNum, false, false},
-	{"4. Ping-pong cross-process handoff p50", "log scale", "pingpong", "handoff_p50_us", unitMicros, true, true},
-	{"5. FIFO: order inversions per round (0 = FIFO)", "inversions", "fifo", "inversions_per_round", unitNum1, false, false},
+	{"1. Uncontended lock+unlock p50", "lock+unlock time (lower is better)",
+		"uncontended", "p50_us", unitMicros, false, true},
+	{"2. Parallel (64 goroutines) throughput", "lock+unlock ops/s (higher is better)",
+		"parallel", "ops_per_s", unitRate, false, true},
+	{"3. Contended (3 processes x 16) wait p99", "wait p99, log scale (lower is better)",
+		"contended", "wait_p99_us", unitMicros, true, false},
+	{"3. Contended: client commands per acquisition", "client commands / acquisition (lower is better)",
+		"contended", "client_cmds_per_acq", unitNum, false, false},
+	{"4. Ping-pong cross-process handoff p50", "handoff p50, log scale (lower is better)",
+		"pingpong", "handoff_p50_us", unitMicros, true, true},
+	{"5. FIFO: order inversions per round (0 = FIFO)", "inversions / round (lower is better)",
+		"fifo", "inversions_per_round", unitNum1, false, false},
+	{"6. Renewal of 10,000 held locks: commands per 1s period", "client commands / period, log scale (lower is better)",
+		"renewal", "client_cmds_per_period", unitNum1, true, false},
 }
 
 // writeChart draws the key comparisons as bar charts in one SVG, or PNG
@@ -77,10 +85,8 @@ func writeChart(path string, res *Results) error {
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Inch / 2, PadY: vg.Inch / 3,
 		PadTop: vg.Inch / 8, PadBottom: vg.Inch / 4, PadLeft: vg.Inch / 4, PadRight: vg.Inch / 4}
 	canvases := plot.Align(grid, tiles, body)
-	for r := range grid {
-		for col, p := range grid[r] {
-			p.Draw(canvases[r][col])
-		}
+	for i := range panels {
+		grid[i/cols][i%cols].Draw(canvases[i/cols][i%cols])
 	}
 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -97,6 +103,7 @@ func writeChart(path string, res *Results) error {
 	return f.Close()
 }
 
+// chartTitle names the run: Redis version, machine, Go version and date.
 func chartTitle(res *Results) string {
 	m := res.Meta
 	t := fmt.Sprintf("rlock benchmark: Redis %s, %s, %d CPUs, %s, %s", m.RedisVersion, m.OSArch, m.CPUs,
@@ -140,11 +147,11 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	}
 	p.Add(plotter.NewGrid())
 	width := vg.Points(14)
-	// On a log axis a bar cannot start at 0: it starts at a power of ten
-	// below the smallest value, stacked on an undrawn base bar.
+	// On a log axis a bar cannot start at 0: it starts at the axis' lower
+	// end, stacked on an undrawn base bar.
 	var base *plotter.BarChart
 	if pn.log {
-		floor := math.Pow(10, math.Floor(math.Log10(minOf(vals))))
+		floor := logFloor(minOf(vals))
 		floors := make(plotter.Values, len(vals))
 		for i := range vals {
 			floors[i] = floor
@@ -156,10 +163,8 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 		}
 		base.Horizontal = true
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = microTicks{}
-	} else if pn.unit == unitMicros {
-		p.X.Tick.Marker = microTicks{linear: true}
 	}
+	p.X.Tick.Marker = unitTicks{unit: pn.unit, log: pn.log}
 	bars, err := plotter.NewBarChart(vals, width)
 	if err != nil {
 		return nil, err
@@ -172,6 +177,9 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	}
 	p.Add(bars)
 	p.NominalY(names...)
+	// Half a row of space above and below, so few bars do not sit on the
+	// panel's edges.
+	p.Y.Min, p.Y.Max = -0.5, float64(len(vals))-0.5
 
 	// The figure at the end of each bar.
 	xys := make(plotter.XYs, len(vals))
@@ -198,24 +206,41 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	return p, nil
 }
 
-// microTicks labels an axis of microseconds as durations ("100µs", "1ms").
-type microTicks struct{ linear bool }
+// logFloor returns the power of ten at least a decade below v: a log axis
+// starting there shows its smallest bar at least a decade long.
+func logFloor(v float64) float64 {
+	return math.Pow(10, math.Floor(math.Log10(v))-1)
+}
 
-func (t microTicks) Ticks(lo, hi float64) []plot.Tick {
+// unitTicks places ticks as gonum does (powers of ten on a log axis) and
+// labels them briefly in a table unit: "250µs", "1ms", "25k", "2.5".
+type unitTicks struct {
+	unit string
+	log  bool
+}
+
+// Ticks returns the ticks between lo and hi.
+func (t unitTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
-	if t.linear {
-		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
+	if t.log {
+		ticks = plot.LogTicks{}.Ticks(lo, hi)
 	} else {
-		ticks = plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
 	}
 	for i := range ticks {
-		if ticks[i].Label != "" {
+		if ticks[i].Label == "" {
+			continue
+		}
+		if t.unit == unitMicros {
 			ticks[i].Label = shortMicros(ticks[i].Value)
+		} else {
+			ticks[i].Label = shortNumber(ticks[i].Value)
 		}
 	}
 	return ticks
 }
 
+// minOf returns the smallest value, +Inf for none.
 func minOf(vs plotter.Values) float64 {
 	m := math.Inf(1)
 	for _, v := range vs {
@@ -224,14 +249,30 @@ func minOf(vs plotter.Values) float64 {
 	return m
 }
 
-// shortMicros writes round durations briefly: 100µs, 1ms, 10s.
+// shortMicros writes a duration given in microseconds briefly: 250µs, 1ms, 1.5s.
 func shortMicros(us float64) string {
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
 	switch {
 	case us < 1000:
-		return g(us) + "µs"
+		return shortFloat(us) + "µs"
 	case us < 1e6:
-		return g(us/1e3) + "ms"
+		return shortFloat(us/1e3) + "ms"
 	}
-	return g(us/1e6) + "s"
+	return shortFloat(us/1e6) + "s"
+}
+
+// shortNumber writes a number briefly, thousands as k and millions as M:
+// 2.5, 160, 25k, 1.5M.
+func shortNumber(v float64) string {
+	switch a := math.Abs(v); {
+	case a < 1000:
+		return shortFloat(v)
+	case a < 1e6:
+		return shortFloat(v/1e3) + "k"
+	}
+	return shortFloat(v/1e6) + "M"
+}
+
+// shortFloat writes v with at most 4 significant digits and no trailing zeros.
+func shortFloat(v float64) string {
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }

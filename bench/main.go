@@ -52,6 +52,7 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
 		}
+		fmt.Printf("Wrote %s.\n", absPath(*chart))
 		return 0
 	}
 	if *listAndEnd {
@@ -152,7 +153,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench: write chart:", err)
 		code = 1
 	}
-	fmt.Printf("\nWrote %s and %s in %.0fs.\n", *out, *chart, res.Meta.Seconds)
+	fmt.Printf("\nWrote %s and %s in %.0fs.\n", absPath(*out), absPath(*chart), res.Meta.Seconds)
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; results are partial")
 		return 130
@@ -160,6 +161,17 @@ func run() int {
 	return code
 }
 
+// absPath returns path made absolute, so that a message names the file
+// whatever directory the user started from (make runs the program in
+// bench/); path itself when the working directory is unknown.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// scenarioNames lists the scenario ids, comma-separated.
 func scenarioNames() string {
 	var ns []string
 	for _, s := range scenarios {
@@ -168,6 +180,7 @@ func scenarioNames() string {
 	return strings.Join(ns, ", ")
 }
 
+// contenderIDs lists the contender ids, comma-separated.
 func contenderIDs() string {
 	var ids []string
 	for _, c := range contenders {

@@ -1,6 +1,6 @@
 package main
 
-// computeRatios turns the targets of the issue into figures from the
+// computeRatios turns the benchmark's targets into figures from the
 // tables. A target whose figures were not measured is "n/a".
 func computeRatios(res *Results) []Ratio {
 	sc := func(id string) *ScenarioResult {

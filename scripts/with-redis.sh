@@ -38,6 +38,7 @@ done
 redis-cli -p "$port" ping >/dev/null
 
 export REDIS_ADDR="127.0.0.1:$port"
+export RLOCK_TEST_THROWAWAY=1 # tests may run DEBUG SLEEP, SCRIPT FLUSH and CLIENT KILL on it
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') pid $pid at $REDIS_ADDR" >&2
 set +e
 "$@"

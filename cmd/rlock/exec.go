@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/rlock-go/rlock"
+)
+
+// execFlags are the flags of "rlock exec".
+type execFlags struct {
+	redisFlags
+	wait       time.Duration
+	lease      time.Duration
+	owner      string
+	lostExit   int
+	killAfter  time.Duration
+	foreground bool
+	read       bool
+	write      bool
+	semaphore  int64
+	set        map[string]bool // the flags given on the command line
+}
+
+// register defines the flags on fs.
+func (f *execFlags) register(fs *flag.FlagSet) {
+	f.redisFlags.register(fs)
+	fs.DurationVar(&f.wait, "wait", 0, "give up after this long")
+	fs.DurationVar(&f.lease, "lease", 0, "fixed lease instead of the watchdog")
+	fs.StringVar(&f.owner, "owner", "", "owner id")
+	fs.IntVar(&f.lostExit, "lost-exit", exitTempFail, "exit status when the lock is lost")
+	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "SIGKILL this long after SIGTERM")
+	fs.BoolVar(&f.foreground, "foreground", false, "keep CMD in rlock's process group")
+	fs.BoolVar(&f.read, "read", false, "read hold of a read-write lock")
+	fs.BoolVar(&f.write, "write", false, "write hold of a read-write lock")
+	fs.Int64Var(&f.semaphore, "semaphore", 0, "one permit of a semaphore of N")
+}
+
+// waitFor is the wait of the acquisition: --wait, or -1 (until interrupted) without it.
+func (f *execFlags) waitFor() time.Duration {
+	if f.set["wait"] {
+		return f.wait
+	}
+	return -1
+}
+
+// check validates the flags that need no Redis.
+func (f *execFlags) check(fs *flag.FlagSet) error {
+	if err := nonNegative(fs, map[string]time.Duration{"wait": f.wait, "lease": f.lease, "kill-after": f.killAfter}); err != nil {
+		return err
+	}
+	if f.lostExit < 0 || f.lostExit > 255 {
+		return usagef("exec: --lost-exit %d is not an exit status (0-255)", f.lostExit)
+	}
+	return nil
+}
+
+// runExec is "rlock exec": it runs CMD while holding the lock NAME and returns the exit status.
+func runExec(args []string, env []string, stdout, stderr io.Writer) int {
+	f := execFlags{}
+	fs := newFlagSet("exec")
+	f.register(fs)
+	pos, argv, err := parseArgs(fs, args, 1)
+	if errors.Is(err, flag.ErrHelp) {
+		helpFor(stdout, "exec")
+		return 0
+	}
+	if err != nil {
+		return usageFailed(stderr, err)
+	}
+	f.set = given(fs)
+	kind, err := kindOf(f.read, f.write, f.set["semaphore"])
+	if err == nil {
+		err = f.check(fs)
+	}
+	switch {
+	case err != nil:
+	case len(pos) == 0:
+		err = usagef("exec: missing NAME")
+	case len(argv) == 0:
+		err = usagef("exec: missing CMD after NAME %q", pos[0])
+	}
+	if err != nil {
+		return usageFailed(stderr, err)
+	}
+	opt, err := f.clientOption(fs, env)
+	if err != nil {
+		return usageFailed(stderr, err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		return startStatus(err)
+	}
+
+	sigs := catchSignals()
+	defer signal.Stop(sigs)
+
+	s, err := connect(opt, &f.redisFlags, stderr)
+	if isUsage(err) {
+		return usageFailed(stderr, err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		return exitUnavailable
+	}
+	defer s.close()
+	var opts []rlock.MutexOption
+	if f.set["lease"] {
+		opts = append(opts, rlock.WithLease(f.lease))
+	}
+	x := &execution{
+		f:      &f,
+		name:   pos[0],
+		lk:     newLocker(s, &f.redisFlags, kind, pos[0], opts...),
+		sigs:   sigs,
+		stderr: stderr,
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0] // as given, not as found on PATH
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = env
+	setProcessGroup(cmd, f.foreground)
+	return x.run(cmd)
+}
+
+// catchSignals makes SIGINT, SIGTERM and SIGHUP rlock's to handle from now on, and returns
+// the channel they arrive on: while waiting they end the wait, while CMD runs they are passed
+// on to it. A signal that rlock was started with ignored (nohup, a background job of a
+// script) stays ignored, by rlock and by CMD.
+func catchSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 8)
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	return sigs
+}
+
+// execution is one "rlock exec" once its flags are checked and Redis is connected.
+type execution struct {
+	f      *execFlags
+	name   string
+	lk     locker
+	sigs   <-chan os.Signal // SIGINT, SIGTERM and SIGHUP that rlock received
+	stderr io.Writer
+}
+
+// run takes the lock, runs cmd under it, releases it, and returns the exit status.
+func (x *execution) run(cmd *exec.Cmd) int {
+	base := context.Background()
+	if x.f.set["owner"] {
+		base = rlock.WithOwner(base, x.f.owner)
+	}
+	// The hold context derives from waitCtx: it is cancelled only to abandon a wait, and at
+	// the very end, once the hold is released.
+	waitCtx, stopWaiting := context.WithCancel(base)
+	defer stopWaiting()
+	held, code := x.lock(waitCtx, stopWaiting)
+	if held == nil {
+		return code
+	}
+	if held.Err() != nil { // lost already, before CMD could start
+		x.report("lock %q lost before CMD started: %v", x.name, context.Cause(held))
+		_ = x.lk.release(held)
+		return x.f.lostExit
+	}
+	owner, _ := rlock.Owner(held)
+	cmd.Env = append(slices.Clip(cmd.Env), "RLOCK_NAME="+x.name, "RLOCK_OWNER="+owner)
+	if err := cmd.Start(); err != nil {
+		x.report("%v", err)
+		x.finish(held, 1)
+		return startStatus(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // its outcome is cmd.ProcessState, read once exited is closed
+		close(exited)
+	}()
+	for {
+		select {
+		case <-exited:
+			return x.finish(held, exitStatus(cmd.ProcessState))
+		case sig := <-x.sigs:
+			x.forward(cmd, sig)
+		case <-held.Done():
+			return x.stop(cmd, held, exited)
+		}
+	}
+}
+
+// lock acquires the lock under ctx as --wait says. A signal while waiting abandons the wait
+// (cancel ends ctx). It returns the hold context, or nil and the exit status to end with.
+func (x *execution) lock(ctx context.Context, cancel context.CancelFunc) (context.Context, int) {
+	type result struct {
+		held context.Context
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		held, err := x.lk.acquire(ctx, x.f.waitFor())
+		done <- result{held, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case sig := <-x.sigs:
+		cancel()
+		if r = <-done; r.err == nil { // acquired just as the signal came: give it back
+			_ = x.lk.release(r.held)
+		}
+		x.report("%v while waiting for lock %q; CMD not run", sig, x.name)
+		return nil, signalStatus(sig)
+	}
+	switch {
+	case r.err == nil:
+		return r.held, 0
+	case errors.Is(r.err, rlock.ErrNotObtained):
+		if wait := x.f.waitFor(); wait > 0 {
+			x.report("lock %q is held by another owner; gave up after %v", x.name, wait)
+		} else {
+			x.report("lock %q is held by another owner", x.name)
+		}
+		return nil, exitTempFail
+	case isUsage(lockErr(r.err)):
+		return nil, usageFailed(x.stderr, lockErr(r.err))
+	}
+	x.report("lock %q: %v", x.name, r.err)
+	return nil, exitUnavailable
+}
+
+// forward passes a signal that rlock received on to the running cmd: to its process group,
+// or, with --foreground, SIGTERM alone to cmd alone (the terminal sends SIGINT and SIGHUP to
+// the whole foreground group, CMD included, by itself).
+func (x *execution) forward(cmd *exec.Cmd, sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok || (x.f.foreground && s != syscall.SIGTERM) {
+		return
+	}
+	x.signal(cmd, s, !x.f.foreground)
+}
+
+// stop ends cmd after the hold ended while it ran: SIGTERM, then SIGKILL after --kill-after.
+// Once cmd has exited, what is left of its process group gets SIGKILL too: nothing it started
+// may go on without the lock. It returns the exit status: --lost-exit.
+func (x *execution) stop(cmd *exec.Cmd, held context.Context, exited <-chan struct{}) int {
+	group := !x.f.foreground
+	what, cause := "lost", context.Cause(held)
+	if !rlock.Lost(held) {
+		what = "hold ended"
+	}
+	why := ""
+	if cause != rlock.ErrLockLost { // the bare sentinel adds nothing; a lease end says more
+		why = " (" + cause.Error() + ")"
+	}
+	x.report("lock %q %s while CMD ran%s: stopping CMD (SIGTERM, SIGKILL after %v)", x.name, what, why, x.f.killAfter)
+	x.signal(cmd, syscall.SIGTERM, group)
+	kill := time.NewTimer(x.f.killAfter)
+	defer kill.Stop()
+	for {
+		select {
+		case <-exited:
+			if group {
+				x.signal(cmd, syscall.SIGKILL, true)
+			}
+			_ = x.lk.release(held) // reports the loss; Redis is not touched for a lost hold
+			return x.f.lostExit
+		case <-kill.C:
+			x.report("CMD still runs %v after SIGTERM: sending SIGKILL", x.f.killAfter)
+			x.signal(cmd, syscall.SIGKILL, group)
+		case sig := <-x.sigs:
+			x.forward(cmd, sig)
+		}
+	}
+}
+
+// signal sends sig to cmd (or its group), reporting failures other than "already gone".
+func (x *execution) signal(cmd *exec.Cmd, sig syscall.Signal, group bool) {
+	err := signalCmd(cmd, sig, group)
+	if err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH) {
+		x.report("sending CMD %v: %v", sig, err)
+	}
+}
+
+// finish releases the hold after cmd exited with status code and returns rlock's exit
+// status: code, or --lost-exit if the release found the lock lost after a successful CMD
+// (its run may have overlapped another holder's).
+func (x *execution) finish(held context.Context, code int) int {
+	err := x.lk.release(held)
+	switch {
+	case err == nil:
+		return code
+	case errors.Is(err, rlock.ErrLockLost) && code == 0:
+		x.report("lock %q was lost before CMD ended: its run may have overlapped another holder's", x.name)
+		return x.f.lostExit
+	case errors.Is(err, rlock.ErrLockLost):
+		x.report("lock %q was lost before CMD ended; exiting with CMD's status %d", x.name, code)
+		return code
+	}
+	x.report("releasing lock %q: %v (it expires by itself within its lease)", x.name, err)
+	return code
+}
+
+// report writes one line about what rlock did to stderr.
+func (x *execution) report(format string, args ...any) {
+	fmt.Fprintf(x.stderr, "rlock: "+format+"\n", args...)
+}
+
+// startStatus is the exit status for a CMD that could not be started: 127 if it was not
+// found, 126 otherwise (as in the shell).
+func startStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotExec
+}
+
+// signalStatus is the exit status for rlock stopped by sig: 128 plus its number.
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return exitSignalBase + int(s)
+	}
+	return exitSignalBase
+}

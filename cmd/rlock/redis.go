@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
+)
+
+// redisFlags are the flags every subcommand takes: which Redis, and how locks live there.
+type redisFlags struct {
+	url      string
+	prefix   string
+	fair     bool
+	watchdog time.Duration
+	fairWait time.Duration
+}
+
+// register defines the flags on fs.
+func (f *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "redis", "", "Redis URL (default $REDIS_URL)")
+	fs.StringVar(&f.prefix, "prefix", rlock.DefaultKeyPrefix, "key prefix")
+	fs.BoolVar(&f.fair, "fair", false, "fair lock")
+	fs.DurationVar(&f.watchdog, "watchdog", rlock.DefaultWatchdogTimeout, "lease renewed by the watchdog")
+	fs.DurationVar(&f.fairWait, "fair-wait", rlock.DefaultFairWaitTimeout, "fair waiter's place without polling")
+}
+
+// keyPrefix is the key prefix in use: --prefix, or the library's default for an empty one.
+func (f *redisFlags) keyPrefix() string {
+	if f.prefix == "" {
+		return rlock.DefaultKeyPrefix
+	}
+	return f.prefix
+}
+
+// clientOption checks the flags and returns the rueidis options of the Redis URL: --redis,
+// else REDIS_URL from env. Every error is a usage error.
+func (f *redisFlags) clientOption(fs *flag.FlagSet, env []string) (rueidis.ClientOption, error) {
+	if err := nonNegative(fs, map[string]time.Duration{"watchdog": f.watchdog, "fair-wait": f.fairWait}); err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	u := f.url
+	if u == "" {
+		u = lookupEnv(env, "REDIS_URL")
+	}
+	if u == "" {
+		return rueidis.ClientOption{}, usagef("%s: no Redis: give --redis URL or set REDIS_URL "+
+			"(in a crontab, set it there: cron's environment is nearly empty)", fs.Name())
+	}
+	opt, err := rueidis.ParseURL(u)
+	if err != nil {
+		return opt, usagef("%s: --redis %s: %v", fs.Name(), redact(u), err)
+	}
+	return opt, nil
+}
+
+// lookupEnv returns the value of key in env (KEY=value entries; the last one wins), or "".
+func lookupEnv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// redact returns the URL u with its password replaced by "xxxxx", for messages.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
+}
+
+// session is a connection to Redis and the lock client on it.
+type session struct {
+	rc    rueidis.Client
+	locks *rlock.Client
+}
+
+// connect opens a session: the rueidis client of opt, and an rlock client with the settings of
+// f that logs its background warnings (renewal failures, a lost lock) to stderr. Settings the
+// library rejects are a usage error; anything else is an error of the connection.
+func connect(opt rueidis.ClientOption, f *redisFlags, stderr io.Writer) (*session, error) {
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	locks, err := rlock.New(rc, rlock.Options{
+		KeyPrefix:       f.prefix,
+		WatchdogTimeout: f.watchdog,
+		FairWaitTimeout: f.fairWait,
+		Logger:          newLogger(stderr),
+	})
+	if err != nil {
+		rc.Close()
+		if errors.Is(err, rlock.ErrInvalid) {
+			return nil, usagef("%s", strings.TrimPrefix(err.Error(), "rlock: "))
+		}
+		return nil, err
+	}
+	return &session{rc: rc, locks: locks}, nil
+}
+
+// mutex returns the mutex NAME of the session, fair if f says so.
+func (s *session) mutex(f *redisFlags, name string, opts ...rlock.MutexOption) *rlock.Mutex {
+	if f.fair {
+		return s.locks.NewFairMutex(name, opts...)
+	}
+	return s.locks.NewMutex(name, opts...)
+}
+
+// close closes the lock client (its watchdog and subscriptions), then the Redis connection.
+func (s *session) close() {
+	_ = s.locks.Close() // always nil
+	s.rc.Close()
+}
+
+// lockErr turns an error of the library that wraps ErrInvalid (a bad lock name or owner, or a
+// key of another type at the lock's name) into a usage error, and leaves others alone.
+func lockErr(err error) error {
+	if errors.Is(err, rlock.ErrInvalid) {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "rlock: "))
+	}
+	return err
+}

@@ -1,0 +1,110 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStatus: status of a free lock exits 1, of a held one 0 with its holder, hold count and
+// lease; an rlock exec with the holder's --owner re-enters the lock (2 holds) instead of
+// waiting for it.
+func TestStatus(t *testing.T) {
+	e := newEnv(t)
+	key := e.prefix + ":{s}"
+	code, out, stderr := e.run("status", "s")
+	assert.Equal(t, exitFree, code, "stderr: %s", stderr)
+	assert.Equal(t, "s: free (key "+key+")\n", out)
+
+	holder := e.start("exec", "--owner", "owner-a", "s", "--", "sh", "-c", holdScript, "sh", "0")
+	holder.expect(t, "ready", 5*time.Second)
+	code, out, stderr = e.run("status", "s")
+	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
+	assert.Regexp(t, `^s: held \(key `+regexp.QuoteMeta(key)+`\), lease (29\.\d+|30(\.0+)?)s left\nholder owner-a: 1 hold\n$`, out)
+
+	code, out, _ = e.run("status", "s", "--fair") // flags may follow NAME
+	assert.Equal(t, exitHeld, code)
+	assert.True(t, strings.HasSuffix(out, "holder owner-a: 1 hold\nqueue: empty\n"), "%s", out)
+
+	// A CMD run under the same owner (here: rlock status) sees the hold count 2.
+	nested := append([]string{"--owner", "owner-a", "--wait", "0", "s", "--", rlockBin}, e.argv("status", "s")...)
+	code, out, stderr = e.run("exec", nested...)
+	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
+	assert.Contains(t, out, "holder owner-a: 2 holds\n")
+	_, out, _ = e.run("status", "s")
+	assert.Contains(t, out, "holder owner-a: 1 hold\n", "the re-entry released its hold only")
+
+	holder.signal(t, syscall.SIGTERM)
+	holder.expect(t, "got-term", 2*time.Second)
+	assert.Equal(t, 0, holder.wait(t, 5*time.Second))
+	code, _, _ = e.run("status", "s")
+	assert.Equal(t, exitFree, code)
+}
+
+// TestStatus_fairQueue: status --fair lists a queued waiter with the time left to its
+// deadline; once the holder ends, the waiter gets the lock and the queue is empty.
+func TestStatus_fairQueue(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("exec", "--fair", "--owner", "fa", "q", "--", "sh", "-c", holdScript, "sh", "0")
+	holder.expect(t, "ready", 5*time.Second)
+	waiter := e.start("exec", "--fair", "--owner", "fb", "q", "--", "echo", "in")
+
+	var code int
+	var out string
+	require.Eventually(t, func() bool {
+		code, out, _ = e.run("status", "--fair", "q")
+		return strings.Contains(out, "queue: 1 waiting")
+	}, 5*time.Second, 50*time.Millisecond, "the waiter never showed in the queue: %s", out)
+	assert.Equal(t, exitHeld, code)
+	assert.Regexp(t, `^q: held \(key .*\), lease .*s left\nholder fa: 1 hold\nqueue: 1 waiting\n  1\. fb, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
+
+	holder.signal(t, syscall.SIGTERM)
+	holder.expect(t, "got-term", 2*time.Second)
+	assert.Equal(t, 0, holder.wait(t, 5*time.Second))
+	waiter.expect(t, "in", 5*time.Second)
+	assert.Equal(t, 0, waiter.wait(t, 5*time.Second))
+
+	code, out, _ = e.run("status", "--fair", "q")
+	assert.Equal(t, exitFree, code)
+	assert.Equal(t, "q: free (key "+e.prefix+":{q})\nqueue: empty\n", out)
+}
+
+// TestStatus_redisURLFromEnvironment: without --redis, REDIS_URL names the server.
+func TestStatus_redisURLFromEnvironment(t *testing.T) {
+	e := newEnv(t)
+	env := append(envWithout("REDIS_URL"), "REDIS_URL=redis://"+redisAddr)
+	code, out, stderr := e.runArgs(env, []string{"status", "--prefix", e.prefix, "u"})
+	assert.Equal(t, exitFree, code, "stderr: %s", stderr)
+	assert.Equal(t, "u: free (key "+e.prefix+":{u})\n", out)
+}
+
+// TestWrongTypeKey: a key of another type at a lock's name is an error for status and unlock
+// (2), and an argument the library refuses for exec (64); nothing is changed.
+func TestWrongTypeKey(t *testing.T) {
+	e := newEnv(t)
+	key := e.prefix + ":{wt}"
+	require.NoError(t, e.admin.Do(context.Background(), e.admin.B().Set().Key(key).Value("x").Build()).Error())
+
+	code, _, stderr := e.run("status", "wt")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "holds a value that is not a lock of rlock")
+	code, _, stderr = e.run("unlock", "--force", "wt")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "holds a value that is not a lock of this library")
+	code, _, stderr = e.run("exec", "wt", "--", "true")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "holds a value that is not a lock of this library")
+
+	v, err := e.admin.Do(context.Background(), e.admin.B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "x", v)
+	require.NoError(t, e.admin.Do(context.Background(), e.admin.B().Del().Key(key).Build()).Error())
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/redis/rueidis"
+)
+
+// runUnlock is "rlock unlock --force": it deletes the lock NAME whoever holds it (its holder
+// learns at its next renewal, and an "rlock exec" holding it stops its CMD) and wakes a
+// waiter. It returns 0 if the lock existed, 1 if it did not, 2 on errors.
+func runUnlock(args []string, env []string, stdout, stderr io.Writer) int {
+	var f redisFlags
+	fs := newFlagSet("unlock")
+	f.register(fs)
+	force := fs.Bool("force", false, "delete the lock whoever holds it")
+	pos, rest, err := parseArgs(fs, args, 1)
+	if errors.Is(err, flag.ErrHelp) {
+		helpFor(stdout, "unlock")
+		return 0
+	}
+	if err == nil {
+		err = oneName(fs, pos, rest)
+	}
+	if err == nil && !*force {
+		err = usagef("unlock: needs --force: it releases the lock whoever holds it " +
+			"(a holder releases its own lock when its CMD exits)")
+	}
+	var opt rueidis.ClientOption
+	if err == nil {
+		opt, err = f.clientOption(fs, env)
+	}
+	if err != nil {
+		return usageFailed(stderr, err)
+	}
+	name := pos[0]
+	s, err := connect(opt, &f, stderr)
+	if isUsage(err) {
+		return usageFailed(stderr, err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		return exitError
+	}
+	defer s.close()
+	existed, err := s.mutex(&f, name).ForceUnlock(context.Background())
+	if err != nil { // NAME is valid (oneName): a key of another type, or Redis failed
+		fmt.Fprintf(stderr, "rlock: unlock --force %q: %v\n", name, err)
+		return exitError
+	}
+	if !existed {
+		fmt.Fprintf(stdout, "%s: was not locked\n", name)
+		return exitFree
+	}
+	fmt.Fprintf(stdout, "%s: was locked; deleted\n", name)
+	return exitHeld
+}

@@ -1,0 +1,45 @@
+package rlock_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCrashCost measures what a crash costs the others, for the README's "Choosing timeouts":
+// how long a holder process killed (SIGKILL) at a random moment of its lease keeps waiters out,
+// for several WatchdogTimeouts. It takes about a minute, so it runs only with RLOCK_CRASHCOST=1:
+//
+//	RLOCK_CRASHCOST=1 scripts/with-redis.sh go test -run TestCrashCost -v .
+func TestCrashCost(t *testing.T) {
+	if os.Getenv("RLOCK_CRASHCOST") != "1" {
+		t.Skip("a measurement: set RLOCK_CRASHCOST=1")
+	}
+	for _, lease := range []time.Duration{time.Second, 3 * time.Second, 10 * time.Second} {
+		t.Run(lease.String(), func(t *testing.T) {
+			var delays []time.Duration
+			for i := range 3 {
+				e := newEnv(t)
+				c := startChild(t, "hold", "PREFIX="+e.prefix, "LOCK=k", "WATCHDOG="+lease.String())
+				c.expect(t, "locked")
+				time.Sleep(rand.N(lease / 3)) // a random moment between two renewals
+				require.NoError(t, c.cmd.Process.Kill())
+				killed := time.Now()
+				m := e.client(rlock.Options{}).NewMutex("k")
+				h, err := m.TryLock(bg, 2*lease)
+				require.NoError(t, err, "trial %d", i)
+				d := time.Since(killed)
+				delays = append(delays, d)
+				assert.Less(t, d, lease+200*time.Millisecond, "free within one lease")
+				require.NoError(t, m.Unlock(h))
+			}
+			t.Logf("WatchdogTimeout %v: a killed holder kept waiters out for %v", lease, fmt.Sprint(delays))
+		})
+	}
+}
