@@ -238,17 +238,7 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 
 	// Wait for a renewal (the TTL jumps back up), then block the server until 1.1s after it:
 	// the next renewal, at 0.5s, gets no reply before 1.0s; the lease lasts until 1.5s.
-	last, err := m.TTL(bg)
-	require.NoError(t, err)
-	for {
-		ttl, err := m.TTL(bg)
-		require.NoError(t, err)
-		if ttl > last {
-			break
-		}
-		last = ttl
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitRenewal(t, m)
 	require.NoError(t, <-debugSleep(t, e, 1050*time.Millisecond))
 	time.Sleep(timeout / 2)
 	assert.Contains(t, logs.String(), "lease renewal failed")

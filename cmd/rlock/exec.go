@@ -106,13 +106,9 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 
-	s, err := connect(opt, &f.redisFlags, stderr)
-	if isUsage(err) {
-		return usageFailed(stderr, err)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rlock: %v\n", err)
-		return exitUnavailable
+	s, code := open(opt, &f.redisFlags, stderr, exitUnavailable)
+	if s == nil {
+		return code
 	}
 	defer s.close()
 	var opts []rlock.MutexOption

@@ -86,6 +86,21 @@ type session struct {
 	locks *rlock.Client
 }
 
+// open connects as connect does and reports a failure on stderr: a setting the library refuses
+// as a usage error (exit 64), anything else with exit status failed. It returns the session,
+// or nil and the exit status.
+func open(opt rueidis.ClientOption, f *redisFlags, stderr io.Writer, failed int) (*session, int) {
+	s, err := connect(opt, f, stderr)
+	if isUsage(err) {
+		return nil, usageFailed(stderr, err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		return nil, failed
+	}
+	return s, 0
+}
+
 // connect opens a session: the rueidis client of opt, and an rlock client with the settings of
 // f that logs its background warnings (renewal failures, a lost lock) to stderr. Settings the
 // library rejects are a usage error; anything else is an error of the connection.

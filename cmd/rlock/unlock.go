@@ -38,13 +38,9 @@ func runUnlock(args []string, env []string, stdout, stderr io.Writer) int {
 		return usageFailed(stderr, err)
 	}
 	name := pos[0]
-	s, err := connect(opt, &f, stderr)
-	if isUsage(err) {
-		return usageFailed(stderr, err)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rlock: %v\n", err)
-		return exitError
+	s, code := open(opt, &f, stderr, exitError)
+	if s == nil {
+		return code
 	}
 	defer s.close()
 	existed, err := s.mutex(&f, name).ForceUnlock(context.Background())
