@@ -129,15 +129,18 @@ func (m *Mutex) lock(ctx, cmd context.Context, bounded bool, wait time.Duration)
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
+	req := m.c.requestID() // unique across clients: a random client id and a counter
 	owner, ok := Owner(ctx)
 	if ok {
 		if err := validateOwner(owner); err != nil {
 			return nil, false, fmt.Errorf("mutex %q: %w", m.name, err)
 		}
 	} else {
-		owner = m.c.requestID() // unique across clients: a random client id and a counter
+		// An owner made for this call is its request id: the scripts know by that that nobody
+		// else can hold as it, and skip the replay record (see acquire.lua).
+		owner = req
 	}
-	w := waiter{m: m, owner: owner, req: m.c.requestID(), ctx: ctx, cmd: cmd, bounded: bounded, join: !bounded || wait != 0, fresh: !ok}
+	w := waiter{m: m, owner: owner, req: req, ctx: ctx, cmd: cmd, bounded: bounded, join: !bounded || wait != 0, fresh: !ok}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}

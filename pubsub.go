@@ -216,10 +216,12 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		backoff = min(2*backoff, time.Second)
 	}
 	// Ending Receive only drops rueidis' local handler; the server keeps the subscription
-	// until told otherwise.
+	// until told otherwise. The command is pinned (never recycled by rueidis): rueidis may
+	// complete an UNSUBSCRIBE from another unsubscribe notification while its pipe is still
+	// writing it, and recycling it then is a data race (seen under -race with connection kills).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := c.rc.Do(ctx, c.rc.B().Unsubscribe().Channel(s.channel).Build()).Error(); err != nil {
+	if err := c.rc.Do(ctx, c.rc.B().Unsubscribe().Channel(s.channel).Build().Pin()).Error(); err != nil {
 		c.opts.Logger.Debug("rlock: unsubscribe failed", "channel", s.channel, "error", err)
 	}
 }

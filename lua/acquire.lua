@@ -6,7 +6,8 @@
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] request id; its first 12 bytes name the client. Each acquisition records
 --         "<request id>:<count>" in the field NUL..client..owner, so the same request sent again
---         (after a lost reply) finds it and takes nothing more.
+--         (after a lost reply) finds it and takes nothing more. An owner id equal to the request
+--         id was made for this call: no record, and any hold of that owner is this request's.
 -- ARGV[4] mode: 'take' takes a free lock or re-enters; 'reenter' re-enters only and leaves a
 --         free lock to the waiters (reply {0, -2}); 'resolve' changes nothing and reports
 --         whether the request already ran (acquired) or not ({0, -2}).
@@ -16,6 +17,9 @@
 -- or a fencing counter that is not a number raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local marker = '\0' .. string.sub(req, 1, 12) .. owner
+-- An owner made for this call (its id is the request id) is held by nobody else: its first hold
+-- needs no record, and a hold of it can only be this request's.
+local fresh = owner == req
 
 local function token()
   if KEYS[2] then
@@ -32,11 +36,18 @@ if redis.call('exists', KEYS[1]) == 0 then
   if KEYS[2] then
     t = redis.call('incr', KEYS[2])
   end
-  redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
+  if fresh then
+    redis.call('hset', KEYS[1], owner, 1)
+  else
+    redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
+  end
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, 1, t}
 end
 local held = redis.call('hmget', KEYS[1], owner, marker)
+if fresh and held[1] then
+  held[2] = req .. ':' .. held[1]
+end
 if held[1] and held[2] then
   local id, n = string.match(held[2], '^(.*):(%d+)$')
   if id == req then

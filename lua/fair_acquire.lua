@@ -6,7 +6,8 @@
 -- KEYS[4] fencing counter (touched only when ARGV[5] == '1')
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds
--- ARGV[3] request id (first 12 bytes: the client), recorded as in acquire.lua
+-- ARGV[3] request id (first 12 bytes: the client), recorded as in acquire.lua (no record for an
+--         owner made for this call, whose id is the request id)
 -- ARGV[4] mode, as in acquire.lua ('reenter' acts as 'take': a fair lock is never left free)
 -- ARGV[5] '1' to issue a fencing token for a new hold
 -- ARGV[6] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
@@ -23,6 +24,9 @@
 -- wrong type or a bad fencing counter raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local marker = '\0' .. string.sub(req, 1, 12) .. owner
+-- An owner made for this call (its id is the request id) is held by nobody else: its first hold
+-- needs no record, and a hold of it can only be this request's.
+local fresh = owner == req
 
 local function token(new)
   if ARGV[5] ~= '1' then
@@ -40,7 +44,11 @@ local function take(pop)
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], owner)
   end
-  redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
+  if fresh then
+    redis.call('hset', KEYS[1], owner, 1)
+  else
+    redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
+  end
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, 1, t}
 end
@@ -48,6 +56,9 @@ end
 local pttl = -2
 if redis.call('exists', KEYS[1]) == 1 then
   local held = redis.call('hmget', KEYS[1], owner, marker)
+  if fresh and held[1] then
+    held[2] = req .. ':' .. held[1]
+  end
   if held[1] and held[2] then
     local id, n = string.match(held[2], '^(.*):(%d+)$')
     if id == req then
