@@ -1,9 +1,5 @@
 package rlock
 
-import (
-	"time"
-)
-
 // A fair mutex hands the lock out in the order waiters arrived. Beside the lock hash it keeps
 // a queue (list) of waiting owners and their deadlines (sorted set), all changed only by the
 // fair_*.lua scripts:
@@ -91,21 +87,14 @@ func (w *waiter) leaveQueue() {
 	m := w.m
 	keys := []string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}
 	args := []string{w.owner, addressedPrefix}
-	backoff := newBackoff()
-	for give := time.Now().Add(releaseBudget); ; {
-		err := fairLeaveScript.Exec(detach(w.cmd), m.c.rc, keys, args).Error()
-		if !isTransport(err) {
-			if err != nil {
-				m.c.opts.Logger.Warn("rlock: leaving the fair queue failed", "lock", m.name, "error", err)
-			}
-			return
-		}
-		d := backoff.next()
-		if time.Now().Add(d).After(give) {
-			m.c.opts.Logger.Warn("rlock: leaving the fair queue failed; the entry expires by itself",
-				"lock", m.name, "error", err)
-			return
-		}
-		time.Sleep(d)
+	err := retryTransport(releaseBudget, func() error {
+		return fairLeaveScript.Exec(detach(w.cmd), m.c.rc, keys, args).Error()
+	})
+	switch {
+	case isTransport(err):
+		m.c.opts.Logger.Warn("rlock: leaving the fair queue failed; the entry expires by itself",
+			"lock", m.name, "error", err)
+	case err != nil:
+		m.c.opts.Logger.Warn("rlock: leaving the fair queue failed", "lock", m.name, "error", err)
 	}
 }

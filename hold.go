@@ -12,16 +12,16 @@ type holdKey struct{ key, owner string }
 // hold is this process's record of an owner's holds on one lock. Its fields are guarded by
 // Client.mu, but for furthest.
 type hold struct {
-	key, owner, name string
-	m                *Mutex    // the mutex that took it, to give it back
-	count            int       // holds taken in this process and not yet released
-	watchdog         bool      // some hold was taken without a fixed lease: renew it
-	expires          time.Time // local end of the lease, no later than Redis' (see localEnd)
-	token            int64
-	lost             bool      // the lease is gone; remaining Unlocks report ErrLockLost
-	releasing        int       // Unlock calls in flight: a renewal that finds no owner is theirs
-	start            time.Time // when the record was made (only with an observer)
-	reported         bool      // its end was reported to the observer
+	key, owner string
+	m          *Mutex    // the mutex that took it, to give it back
+	count      int       // holds taken in this process and not yet released
+	watchdog   bool      // some hold was taken without a fixed lease: renew it
+	expires    time.Time // local end of the lease, no later than Redis' (see localEnd)
+	token      int64
+	lost       bool      // the lease is gone; remaining Unlocks report ErrLockLost
+	releasing  int       // Unlock calls in flight: a renewal that finds no owner is theirs
+	start      time.Time // when the record was made (only with an observer)
+	reported   bool      // its end was reported to the observer
 
 	// ctx is done when the hold ends, with its cause; hold contexts whose parent cannot be
 	// cancelled derive their cancellation from it alone and cost the hold nothing.
@@ -157,7 +157,7 @@ func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner 
 		h = nil
 	}
 	if h == nil {
-		h = &hold{key: m.keys.lock, owner: owner, name: m.name, m: m, token: a.token, pruneAt: 8}
+		h = &hold{key: m.keys.lock, owner: owner, m: m, token: a.token, pruneAt: 8}
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
 		c.holdStarted(h)
@@ -209,12 +209,18 @@ func (c *Client) holdContext(parent context.Context, m *Mutex, h *hold, end time
 // finish removes h and cancels its contexts with cause. Called with c.mu held; the caller
 // releases it with c.unlock, which reports the end to the observer.
 func (c *Client) finish(h *hold, cause error) {
+	c.retire(h, cause)
+	h.end(cause)
+}
+
+// retire removes h from this process's holds and reports its end with cause, leaving its
+// contexts alone. Called with c.mu held.
+func (c *Client) retire(h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if c.holds[hk] == h {
 		delete(c.holds, hk)
 	}
 	c.holdEnded(h, cause)
-	h.end(cause)
 }
 
 // lose marks h lost, removes it and cancels its contexts with ErrLockLost. Its hold contexts

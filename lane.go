@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -62,17 +63,26 @@ func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
 }
 
 // enterLane waits for the turn of owner's lane on m while ctx lives, then settles work left on
-// it with commands under cmd. It returns ctx's error, ErrClosed, or the transport error that
-// kept the left work unsettled; the lane is then not held.
+// it once with commands under cmd. It returns ctx's error, ErrClosed, or the transport error
+// that kept the left work unsettled; the lane is then not held.
 func (m *Mutex) enterLane(ctx, cmd context.Context, owner string) (*lane, error) {
-	c := m.c
-	hk := holdKey{m.keys.lock, owner}
-	c.mu.Lock()
-	l := c.lanes[hk]
-	if l == nil {
-		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
-		c.lanes[hk] = l
+	l, err := m.takeLane(ctx, owner)
+	if err != nil {
+		return nil, err
 	}
+	if err := m.c.settle(cmd, l); err != nil {
+		m.exitLane(l)
+		return nil, err
+	}
+	return l, nil
+}
+
+// takeLane waits for the turn of owner's lane on m while ctx lives, settling nothing. It
+// returns ctx's error or ErrClosed, holding nothing, if those end the wait.
+func (m *Mutex) takeLane(ctx context.Context, owner string) (*lane, error) {
+	c := m.c
+	c.mu.Lock()
+	l := c.laneOf(holdKey{m.keys.lock, owner})
 	l.refs++
 	c.mu.Unlock()
 	select {
@@ -88,11 +98,17 @@ func (m *Mutex) enterLane(ctx, cmd context.Context, owner string) (*lane, error)
 			return nil, ErrClosed
 		}
 	}
-	if err := c.settle(cmd, l); err != nil {
-		m.exitLane(l)
-		return nil, err
-	}
 	return l, nil
+}
+
+// laneOf returns the lane of hk, making it if there is none. Called with Client.mu held.
+func (c *Client) laneOf(hk holdKey) *lane {
+	l := c.lanes[hk]
+	if l == nil {
+		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
+		c.lanes[hk] = l
+	}
+	return l
 }
 
 // exitLane gives up the turn of l.
@@ -139,12 +155,7 @@ func (c *Client) oweHolds(h *hold) {
 	if h.count <= 0 {
 		return
 	}
-	hk := holdKey{h.key, h.owner}
-	l := c.lanes[hk]
-	if l == nil {
-		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
-		c.lanes[hk] = l
-	}
+	l := c.laneOf(holdKey{h.key, h.owner})
 	l.owed += h.count
 	l.m = h.m
 }
@@ -153,21 +164,18 @@ func (c *Client) oweHolds(h *hold) {
 // until budget has passed. It returns the last transport error if work is left (the watchdog
 // retries it).
 func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration) error {
-	give := time.Now().Add(budget)
-	b := newBackoff()
-	for {
+	err := retryTransport(budget, func() error {
 		err := c.settle(cmd, l)
-		if err == nil {
-			return nil
+		if err != nil && c.ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrClosed, err) // no retries once the client closes
 		}
-		d := b.next()
-		if c.ctx.Err() != nil || time.Now().Add(d).After(give) {
-			c.opts.Logger.Warn("rlock: could not settle a request with a lost reply; the watchdog retries",
-				"lock", l.hk.key, "owner", l.hk.owner, "error", err)
-			return err
-		}
-		time.Sleep(d)
+		return err
+	})
+	if err != nil {
+		c.opts.Logger.Warn("rlock: could not settle a request with a lost reply; the watchdog retries",
+			"lock", l.hk.key, "owner", l.hk.owner, "error", err)
 	}
+	return err
 }
 
 // settle does the work left on l, whose turn the caller holds, with commands under cmd: it

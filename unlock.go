@@ -51,7 +51,7 @@ func (m *Mutex) unlock(ctx, cmd context.Context) error {
 	c.mu.Unlock()
 
 	cmd = detach(cmd)
-	l, err := m.enterLane(context.Background(), cmd, owner)
+	l, err := m.takeLane(context.Background(), owner)
 	if err != nil {
 		return err
 	}
@@ -129,19 +129,12 @@ func (c *Client) released(m *Mutex, h *hold, p pendingRelease, left int64) error
 // releaseBudget with the same request id, which the script recognises if an earlier attempt
 // already ran.
 func (m *Mutex) release(ctx context.Context, owner string, p *pendingRelease) (int64, error) {
-	give := time.Now().Add(releaseBudget)
-	b := newBackoff()
-	for {
-		left, err := m.releaseOnce(ctx, owner, p)
-		if !isTransport(err) {
-			return left, err
-		}
-		d := b.next()
-		if time.Now().Add(d).After(give) {
-			return 0, err
-		}
-		time.Sleep(d)
-	}
+	var left int64
+	err := retryTransport(releaseBudget, func() (err error) {
+		left, err = m.releaseOnce(ctx, owner, p)
+		return err
+	})
+	return left, err
 }
 
 // releaseOnce runs the release script for p once, under ctx without its cancellation and

@@ -77,12 +77,11 @@ func (c *Client) reaper() {
 				soonest(h.expires)
 			case h.watchdog:
 				c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
-					"lock", h.name, "owner", h.owner)
+					"lock", h.m.name, "owner", h.owner)
 				c.lose(h)
 			default:
 				h.lost = true
-				delete(c.holds, holdKey{h.key, h.owner})
-				c.holdEnded(h, ErrLockLost)
+				c.retire(h, ErrLockLost)
 				endings = append(endings, ending{h, now.Add(reapGrace)})
 				soonest(now.Add(reapGrace))
 			}
@@ -187,7 +186,7 @@ func (c *Client) renewChunk(holds []*hold) bool {
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
-				"locks", len(holds), "first", holds[0].name, "error", err)
+				"locks", len(holds), "first", holds[0].m.name, "error", err)
 			if c.obs != nil {
 				c.events = append(c.events, Event{Type: EventRenewalFailed, Lock: holds[0].m.info(),
 					Cause: err, Locks: len(holds)})
@@ -217,7 +216,7 @@ func (c *Client) renewChunk(holds []*hold) bool {
 			// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
 			// tells which.
 		default:
-			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.name, "owner", h.owner)
+			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.m.name, "owner", h.owner)
 			c.lose(h)
 		}
 	}
