@@ -1,5 +1,12 @@
 package rlock
 
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
 // A fair mutex hands the lock out in the order waiters arrived. Beside the lock hash it keeps
 // a queue (list) of waiting owners and their deadlines (sorted set), all changed only by the
 // fair_*.lua scripts:
@@ -25,76 +32,54 @@ package rlock
 // arrival order. It does not touch Redis; invalid arguments are reported by every method.
 // All mutexes of one name must be fair, or none.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
-	m := c.NewMutex(name, opts...)
-	m.fair = true
-	return m
+	return &Mutex{c.newLock("mutex", name, fairMutexKind{}, opts)}
 }
 
-// fair waits in the queue of a fair mutex until an attempt takes the lock: on its addressed
-// wake-up (PubSub) or poll (Spin), at the holder's lease end when it heads the queue, and at
-// least every third of FairWaitTimeout to keep its place. It leaves the queue on any other end.
-func (w *waiter) fair(a attempt, err error) (attempt, error) {
-	c := w.m.c
-	acquired := false
-	defer func() {
-		if !acquired && w.join {
-			w.leaveQueue()
-		}
-	}()
-	poll := c.opts.FairWaitTimeout / 3
-	if s, ok := w.m.wait.(spinWait); ok {
-		poll = min(poll, s.interval)
+// fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.
+type fairMutexKind struct{}
+
+func (fairMutexKind) name() string { return KindFairMutex }
+
+func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+
+func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+	a := attempt{sent: time.Now()}
+	queue := "try"
+	if r.join {
+		queue = "wait"
 	}
-	var wake chan struct{}
-	if _, ok := w.m.wait.(pubSubWait); ok && w.join {
-		s := c.subscribe(w.m.keys.channel)
-		if s == nil {
-			return a, ErrClosed
-		}
-		wake = make(chan struct{}, 1)
-		s.address(w.owner, wake)
-		defer func() {
-			s.address(w.owner, nil)
-			c.unsubscribe(s, false)
-		}()
+	fence := "0"
+	if lk.fencing {
+		fence = "1"
 	}
-	backoff := newBackoff()
-	for {
-		if err != nil && !isTransport(err) {
-			return a, err
-		}
-		d := poll
-		switch {
-		case err != nil:
-			d = backoff.next()
-		case a.head:
-			d = min(d, w.m.leaseBound(a.pttl))
-		}
-		if err := w.sleep(d, wake); err != nil {
-			return attempt{}, err
-		}
-		a, err = w.try()
-		if err == nil && a.acquired {
-			acquired = true
-			return a, nil
-		}
+	reply, err := fairAcquireScript.Exec(ctx, lk.c.rc,
+		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.fence},
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue}).AsIntSlice()
+	if err != nil {
+		return a, lk.redisErr("acquire", err)
 	}
+	return lk.parseAttempt(a, reply)
 }
 
-// leaveQueue removes the waiter from the fair queue, retrying transport errors for a few
-// seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
-func (w *waiter) leaveQueue() {
-	m := w.m
-	keys := []string{m.keys.lock, m.keys.queue, m.keys.deadlines, m.keys.channel}
-	args := []string{w.owner, addressedPrefix}
-	err := retryTransport(releaseBudget, func() error {
-		return fairLeaveScript.Exec(detach(w.cmd), m.c.rc, keys, args).Error()
-	})
-	switch {
-	case isTransport(err):
-		m.c.opts.Logger.Warn("rlock: leaving the fair queue failed; the entry expires by itself",
-			"lock", m.name, "error", err)
-	case err != nil:
-		m.c.opts.Logger.Warn("rlock: leaving the fair queue failed", "lock", m.name, "error", err)
+func (fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+	r, err := releaseScript.Exec(ctx, lk.c.rc,
+		[]string{lk.keys.lock, lk.keys.channel, lk.keys.queue, lk.keys.deadlines},
+		[]string{owner, p.request, addressedPrefix, "1"}).AsIntSlice()
+	if err == nil && len(r) != 2 {
+		err = errBadReply
 	}
+	if err != nil {
+		return released{}, err
+	}
+	return released{left: r[0], total: r[0], woken: r[1]}, nil
+}
+
+func (fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
+	return fairLeaveScript.Exec(ctx, lk.c.rc,
+		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.channel},
+		[]string{owner, addressedPrefix}).Error()
+}
+
+func (fairMutexKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+	return renewScript, []string{lk.keys.lock}
 }

@@ -13,8 +13,8 @@ type holdKey struct{ key, owner string }
 // Client.mu, but for furthest.
 type hold struct {
 	key, owner string
-	m          *Mutex    // the mutex that took it, to give it back
-	count      int       // holds taken in this process and not yet released
+	lk         *lock          // the lock that took it, to give it back
+	count      [accesses]int  // holds taken in this process and not yet released, by access
 	watchdog   bool      // some hold was taken without a fixed lease: renew it
 	expires    time.Time // local end of the lease, no later than Redis' (see localEnd)
 	token      int64
@@ -38,6 +38,15 @@ type hold struct {
 type sub struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+}
+
+// total is the number of h's holds in every access.
+func (h *hold) total() int {
+	n := 0
+	for _, c := range h.count {
+		n += c
+	}
+	return n
 }
 
 // valid reports whether h's lease has not run out as far as this process knows.
@@ -131,10 +140,10 @@ func (j joined) Value(key any) any {
 	return j.hold.Value(key)
 }
 
-// register records a successful attempt of m for owner, whose lane l the caller holds, and
-// returns its hold context. If the caller's context ended or the client closed while the
-// script ran, the hold is given back, with commands under cmd.
-func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner string, a attempt) (context.Context, error) {
+// register records a successful attempt on lk for owner in access acc, whose lane l the caller
+// holds, and returns its hold context. If the caller's context ended or the client closed
+// while the script ran, the hold is given back, with commands under cmd.
+func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner string, acc access, a attempt) (context.Context, error) {
 	c.mu.Lock()
 	err := parent.Err()
 	if c.closed.Load() {
@@ -142,12 +151,12 @@ func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner 
 	}
 	if err != nil {
 		c.mu.Unlock()
-		m.owe(cmd, l)
+		lk.owe(cmd, l, acc)
 		return nil, err
 	}
-	hk := holdKey{m.keys.lock, owner}
+	hk := holdKey{lk.keys.lock, owner}
 	h := c.holds[hk]
-	if h != nil && a.count == 1 {
+	if h != nil && a.count == 1 && h.count[acc] > 0 {
 		// Redis started a fresh hold, so the holds recorded here had already ended.
 		if h.releasing > 0 {
 			c.finish(h, context.Canceled)
@@ -157,15 +166,15 @@ func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner 
 		h = nil
 	}
 	if h == nil {
-		h = &hold{key: m.keys.lock, owner: owner, m: m, token: a.token, pruneAt: 8}
+		h = &hold{key: lk.keys.lock, owner: owner, lk: lk, token: a.token, pruneAt: 8}
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
 		c.holdStarted(h)
 	}
-	h.count++
-	h.watchdog = h.watchdog || m.lease == 0
-	end := localEnd(a.sent, m.leaseFor())
-	if end.After(h.expires) || m.lease > 0 {
+	h.count[acc]++
+	h.watchdog = h.watchdog || lk.lease == 0
+	end := localEnd(a.sent, lk.leaseFor())
+	if end.After(h.expires) || lk.lease > 0 {
 		h.expires = end
 		if c.reapAt.IsZero() || end.Before(c.reapAt) {
 			c.kickReaper()
@@ -174,13 +183,14 @@ func (c *Client) register(parent, cmd context.Context, m *Mutex, l *lane, owner 
 	if e := end.UnixNano(); e > h.furthest.Load() {
 		h.furthest.Store(e)
 	}
-	ctx := c.holdContext(parent, m, h, end)
+	ctx := c.holdContext(parent, lk, h, a.token, end)
 	c.unlock()
 	return ctx, nil
 }
 
-// holdContext derives the hold context of h from parent. Called with c.mu held.
-func (c *Client) holdContext(parent context.Context, m *Mutex, h *hold, end time.Time) context.Context {
+// holdContext derives the hold context of h, whose new hold has fencing token token and (with
+// a fixed lease) ends at end, from parent. Called with c.mu held.
+func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
 	key := holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
@@ -194,11 +204,11 @@ func (c *Client) holdContext(parent context.Context, m *Mutex, h *hold, end time
 		ctx, cancel = context.WithCancelCause(parent)
 		h.addSub(sub{ctx, cancel})
 	}
-	if owner, ok := Owner(ctx); !ok || owner != h.owner {
+	if owner, ok := Owner(ctx); !lk.ownerless && (!ok || owner != h.owner) {
 		ctx = WithOwner(ctx, h.owner)
 	}
-	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: h.token})
-	if m.lease > 0 {
+	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: token})
+	if lk.lease > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithDeadlineCause(ctx, end, &leaseEnd{h: h, deadline: end})
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first

@@ -20,14 +20,15 @@ import (
 type lane struct {
 	hk   holdKey
 	turn chan struct{}
-	refs int    // calls using or waiting for the lane
-	m    *Mutex // the mutex that left work on the lane, to settle it
+	refs int   // calls using or waiting for the lane
+	lk   *lock // the lock that left work on the lane, to settle it
 
-	lostAcquire string         // an acquire whose reply was lost and whose caller left
-	owed        int            // holds taken for callers who left, to give back
-	giveBack    pendingRelease // the give-back in flight (replayed after a lost reply)
+	lostAcquire request                  // an acquire whose reply was lost and whose caller left; id "": none
+	owed        [accesses]int            // holds taken for callers who left, to give back
+	giveBack    [accesses]pendingRelease // the give-back in flight (replayed after a lost reply)
 
 	unlock     pendingRelease // an Unlock whose outcome is unknown
+	unlockAcc  access         // its access
 	unlockHold *hold          // the hold record that Unlock released
 	unlockCtx  *holdCtx       // the hold context it was given, where its outcome goes; nil: below
 	settled    bool           // outcome of an Unlock given no hold context, for the owner's next one
@@ -36,13 +37,13 @@ type lane struct {
 
 // unsettled reports whether l carries work for later. Called with Client.mu held.
 func (l *lane) unsettled() bool {
-	return l.lostAcquire != "" || l.owed > 0 || l.unlock.request != ""
+	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
 }
 
 // keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with Client.mu
 // held.
-func (l *lane) keepUnlock(m *Mutex, p pendingRelease, h *hold, hc *holdCtx) {
-	l.m, l.unlock, l.unlockHold, l.unlockCtx = m, p, h, hc
+func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *holdCtx) {
+	l.lk, l.unlock, l.unlockAcc, l.unlockHold, l.unlockCtx = lk, p, acc, h, hc
 	if hc != nil {
 		hc.pending = true
 	}
@@ -62,27 +63,27 @@ func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
 	return nil, false
 }
 
-// enterLane waits for the turn of owner's lane on m while ctx lives, then settles work left on
+// enterLane waits for the turn of owner's lane on lk while ctx lives, then settles work left on
 // it once with commands under cmd. It returns ctx's error, ErrClosed, or the transport error
 // that kept the left work unsettled; the lane is then not held.
-func (m *Mutex) enterLane(ctx, cmd context.Context, owner string) (*lane, error) {
-	l, err := m.takeLane(ctx, owner)
+func (lk *lock) enterLane(ctx, cmd context.Context, owner string) (*lane, error) {
+	l, err := lk.takeLane(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.c.settle(cmd, l); err != nil {
-		m.exitLane(l)
+	if err := lk.c.settle(cmd, l); err != nil {
+		lk.exitLane(l)
 		return nil, err
 	}
 	return l, nil
 }
 
-// takeLane waits for the turn of owner's lane on m while ctx lives, settling nothing. It
+// takeLane waits for the turn of owner's lane on lk while ctx lives, settling nothing. It
 // returns ctx's error or ErrClosed, holding nothing, if those end the wait.
-func (m *Mutex) takeLane(ctx context.Context, owner string) (*lane, error) {
-	c := m.c
+func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
+	c := lk.c
 	c.mu.Lock()
-	l := c.laneOf(holdKey{m.keys.lock, owner})
+	l := c.laneOf(holdKey{lk.keys.lock, owner})
 	l.refs++
 	c.mu.Unlock()
 	select {
@@ -112,9 +113,9 @@ func (c *Client) laneOf(hk holdKey) *lane {
 }
 
 // exitLane gives up the turn of l.
-func (m *Mutex) exitLane(l *lane) {
+func (lk *lock) exitLane(l *lane) {
 	<-l.turn
-	m.c.dropLane(l)
+	lk.c.dropLane(l)
 }
 
 // dropLane drops one reference to l, forgetting it once unused and settled.
@@ -126,25 +127,26 @@ func (c *Client) dropLane(l *lane) {
 	}
 }
 
-// leave records that the caller holding l's turn leaves an acquire (request id req) whose
-// outcome is unknown, and tries to settle it within releaseBudget, with commands under cmd.
-// Whatever is left is settled later (see settle). The turn is still held on return.
-func (m *Mutex) leave(cmd context.Context, l *lane, req string) {
-	c := m.c
+// leave records that the caller holding l's turn leaves an acquire (request r) whose outcome
+// is unknown, and tries to settle it within releaseBudget, with commands under cmd. Whatever
+// is left is settled later (see settle). The turn is still held on return.
+func (lk *lock) leave(cmd context.Context, l *lane, r request) {
+	c := lk.c
 	c.mu.Lock()
-	l.lostAcquire, l.m = req, m
+	r.mode, r.join = resolveOnly, false
+	l.lostAcquire, l.lk = r, lk
 	c.mu.Unlock()
 	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
-// owe records a hold taken for a caller who left (its context ended while the script ran),
-// and gives it back within releaseBudget, or later, with commands under cmd. The turn of l is
-// held.
-func (m *Mutex) owe(cmd context.Context, l *lane) {
-	c := m.c
+// owe records a hold in access acc taken for a caller who left (its context ended while the
+// script ran), and gives it back within releaseBudget, or later, with commands under cmd. The
+// turn of l is held.
+func (lk *lock) owe(cmd context.Context, l *lane, acc access) {
+	c := lk.c
 	c.mu.Lock()
-	l.owed++
-	l.m = m
+	l.owed[acc]++
+	l.lk = lk
 	c.mu.Unlock()
 	_ = c.settleWithin(cmd, l, releaseBudget)
 }
@@ -152,12 +154,14 @@ func (m *Mutex) owe(cmd context.Context, l *lane) {
 // oweHolds queues the give-back of every hold recorded in h (lost here, still held in Redis)
 // on its lane, for the watchdog to settle. Called with Client.mu held.
 func (c *Client) oweHolds(h *hold) {
-	if h.count <= 0 {
+	if h.total() <= 0 {
 		return
 	}
 	l := c.laneOf(holdKey{h.key, h.owner})
-	l.owed += h.count
-	l.m = h.m
+	for acc, n := range h.count {
+		l.owed[acc] += n
+	}
+	l.lk = h.lk
 }
 
 // settleWithin settles l with commands under cmd, retrying transport errors with back-off
@@ -185,51 +189,53 @@ func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration
 // bounds the damage).
 func (c *Client) settle(cmd context.Context, l *lane) error {
 	c.mu.Lock()
-	m, lost, owed, unlock := l.m, l.lostAcquire, l.owed, l.unlock
+	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
 	c.mu.Unlock()
-	if lost != "" {
-		a, err := m.tryAcquire(cmd, l.hk.owner, lost, resolveOnly, false)
+	if lost.id != "" {
+		a, err := lk.tryAcquire(cmd, &lost)
 		if isTransport(err) {
 			return err
 		}
 		if err != nil {
-			c.opts.Logger.Warn("rlock: resolving a lost acquire failed", "lock", m.name, "error", err)
+			c.opts.Logger.Warn("rlock: resolving a lost acquire failed", "lock", lk.name, "error", err)
 		}
 		c.mu.Lock()
-		l.lostAcquire = ""
+		l.lostAcquire = request{}
 		if err == nil && a.acquired {
-			l.owed++
-			owed++
+			l.owed[lost.access]++
+			owed[lost.access]++
 		}
 		c.mu.Unlock()
 	}
-	for ; owed > 0; owed-- {
-		c.mu.Lock()
-		if l.giveBack.request == "" {
-			l.giveBack = pendingRelease{request: c.requestID()}
+	for acc := range owed {
+		for ; owed[acc] > 0; owed[acc]-- {
+			c.mu.Lock()
+			if l.giveBack[acc].request == "" {
+				l.giveBack[acc] = pendingRelease{request: c.requestID()}
+			}
+			p := l.giveBack[acc]
+			c.mu.Unlock()
+			_, err := lk.releaseOnce(cmd, l.hk.owner, access(acc), &p)
+			if isTransport(err) {
+				return err
+			}
+			if err != nil {
+				c.opts.Logger.Warn("rlock: giving back a hold failed", "lock", lk.name, "error", err)
+			}
+			c.mu.Lock()
+			l.owed[acc]--
+			l.giveBack[acc] = pendingRelease{}
+			c.mu.Unlock()
 		}
-		p := l.giveBack
-		c.mu.Unlock()
-		_, err := m.releaseOnce(cmd, l.hk.owner, &p)
-		if isTransport(err) {
-			return err
-		}
-		if err != nil {
-			c.opts.Logger.Warn("rlock: giving back a hold failed", "lock", m.name, "error", err)
-		}
-		c.mu.Lock()
-		l.owed--
-		l.giveBack = pendingRelease{}
-		c.mu.Unlock()
 	}
 	if unlock.request != "" {
-		left, err := m.releaseOnce(cmd, l.hk.owner, &unlock)
+		rel, err := lk.releaseOnce(cmd, l.hk.owner, l.unlockAcc, &unlock)
 		if isTransport(err) {
 			return err
 		}
 		c.mu.Lock()
 		if err == nil {
-			err = c.released(m, l.unlockHold, unlock, left)
+			err = c.released(lk, l.unlockHold, l.unlockAcc, unlock, rel)
 		}
 		if hc := l.unlockCtx; hc != nil {
 			hc.pending, hc.settled, hc.outcome = false, true, err

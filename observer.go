@@ -43,15 +43,31 @@ const (
 	OpLock Op = iota
 	// OpUnlock is [Mutex.Unlock].
 	OpUnlock
+	// OpRLock is [RWMutex.RLock] or [RWMutex.TryRLock] ([RWMutex.Lock] is OpLock).
+	OpRLock
+	// OpRUnlock is [RWMutex.RUnlock] ([RWMutex.Unlock] is OpUnlock).
+	OpRUnlock
+	// OpAcquire is [Semaphore.Acquire] or [Semaphore.TryAcquire].
+	OpAcquire
+	// OpRelease is [Semaphore.Release].
+	OpRelease
 )
 
-// String returns "lock" or "unlock".
+// String returns "lock", "unlock", "rlock", "runlock", "acquire" or "release".
 func (o Op) String() string {
 	switch o {
 	case OpLock:
 		return "lock"
 	case OpUnlock:
 		return "unlock"
+	case OpRLock:
+		return "rlock"
+	case OpRUnlock:
+		return "runlock"
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -100,14 +116,17 @@ func (o Outcome) String() string {
 
 // Lock kinds, as [LockInfo.Kind] names them.
 const (
-	KindMutex     = "mutex"      // [Client.NewMutex]
-	KindFairMutex = "fair_mutex" // [Client.NewFairMutex]
+	KindMutex       = "mutex"         // [Client.NewMutex]
+	KindFairMutex   = "fair_mutex"    // [Client.NewFairMutex]
+	KindRWMutex     = "rw_mutex"      // [Client.NewRWMutex]
+	KindFairRWMutex = "fair_rw_mutex" // [Client.NewFairRWMutex]
+	KindSemaphore   = "semaphore"     // [Client.NewSemaphore]
 )
 
 // LockInfo names the lock an observation is about.
 type LockInfo struct {
-	Name string // the lock name given to NewMutex or NewFairMutex
-	Kind string // KindMutex or KindFairMutex; more kinds of lock will add more
+	Name string // the lock name given to NewMutex, NewRWMutex, NewSemaphore, ...
+	Kind string // KindMutex, KindFairMutex, KindRWMutex, KindFairRWMutex or KindSemaphore
 }
 
 // EventType is the kind of an [Event].
@@ -203,53 +222,47 @@ func holdOutcome(cause error) Outcome {
 	return OutcomeReleased
 }
 
-// info describes m for the observer.
-func (m *Mutex) info() LockInfo {
-	if m.fair {
-		return LockInfo{Name: m.name, Kind: KindFairMutex}
-	}
-	return LockInfo{Name: m.name, Kind: KindMutex}
-}
+// info describes lk for the observer.
+func (lk *lock) info() LockInfo { return LockInfo{Name: lk.name, Kind: lk.kind.name()} }
 
-// observeLock runs a Lock or TryLock call (see Mutex.lock) between the observer's Start and
-// End.
-func (m *Mutex) observeLock(ctx context.Context, bounded bool, wait time.Duration) (context.Context, error) {
-	obs := m.c.obs
+// observeAcquire runs an acquire call (see lock.acquire) between the observer's Start and End.
+func (lk *lock) observeAcquire(ctx context.Context, op Op, acc access, n int64, bounded bool, wait time.Duration) (context.Context, error) {
+	obs := lk.c.obs
 	if obs == nil || ctx == nil {
-		held, _, err := m.lock(ctx, ctx, bounded, wait)
+		held, _, err := lk.acquire(ctx, ctx, acc, n, bounded, wait)
 		return held, err
 	}
 	start := time.Now()
-	info := m.info()
-	octx := obs.Start(ctx, OpLock, info)
+	info := lk.info()
+	octx := obs.Start(ctx, op, info)
 	if octx == nil {
 		octx = ctx
 	}
-	held, blocked, err := m.lock(ctx, octx, bounded, wait)
+	held, blocked, err := lk.acquire(ctx, octx, acc, n, bounded, wait)
 	took := time.Since(start)
 	if err == nil && blocked {
 		obs.Event(Event{Type: EventHandoff, Lock: info, Waited: took})
 	}
-	obs.End(octx, OpLock, info, lockOutcome(err), took, err)
+	obs.End(octx, op, info, lockOutcome(err), took, err)
 	return held, err
 }
 
-// observeUnlock runs an Unlock call between the observer's Start and End. Without an
+// observeRelease runs a release call between the observer's Start and End. Without an
 // observer its commands run under context.Background(): detaching ctx would cost two
 // allocations (the hold context's done channel, made on demand, and the detached context).
-func (m *Mutex) observeUnlock(ctx context.Context) error {
-	obs := m.c.obs
+func (lk *lock) observeRelease(ctx context.Context, op Op, acc access) error {
+	obs := lk.c.obs
 	if obs == nil || ctx == nil {
-		return m.unlock(ctx, context.Background())
+		return lk.release(ctx, context.Background(), acc)
 	}
 	start := time.Now()
-	info := m.info()
-	octx := obs.Start(ctx, OpUnlock, info)
+	info := lk.info()
+	octx := obs.Start(ctx, op, info)
 	if octx == nil {
 		octx = ctx
 	}
-	err := m.unlock(ctx, octx)
-	obs.End(octx, OpUnlock, info, unlockOutcome(err), time.Since(start), err)
+	err := lk.release(ctx, octx, acc)
+	obs.End(octx, op, info, unlockOutcome(err), time.Since(start), err)
 	return err
 }
 
@@ -260,7 +273,7 @@ func (c *Client) holdStarted(h *hold) {
 		return
 	}
 	h.start = time.Now()
-	c.events = append(c.events, Event{Type: EventHoldStarted, Lock: h.m.info(), Owner: h.owner})
+	c.events = append(c.events, Event{Type: EventHoldStarted, Lock: h.lk.info(), Owner: h.owner})
 }
 
 // holdEnded queues the end of hold record h, with cause, for the observer, once per record.
@@ -270,7 +283,7 @@ func (c *Client) holdEnded(h *hold, cause error) {
 		return
 	}
 	h.reported = true
-	c.events = append(c.events, Event{Type: EventHoldEnded, Lock: h.m.info(), Owner: h.owner,
+	c.events = append(c.events, Event{Type: EventHoldEnded, Lock: h.lk.info(), Owner: h.owner,
 		Outcome: holdOutcome(cause), Held: time.Since(h.start), Cause: cause})
 }
 

@@ -10,9 +10,13 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// addressedPrefix starts a message meant for one waiting owner (fair mutex wake-ups); any
-// other message is a plain unlock that wakes one local waiter.
-const addressedPrefix = "@"
+// Messages on a lock's channel. addressedPrefix starts a message meant for one waiter (fair
+// kinds, semaphores: "@" and its owner or hold id); readersMessage wakes every reader waiting
+// in the client and one other waiter; any other message ("0") wakes one waiter.
+const (
+	addressedPrefix = "@"
+	readersMessage  = "*"
+)
 
 // subscription is this client's one subscription to a lock channel, shared by all local
 // waiters of that lock and reference-counted under Client.mu. It runs on rueidis' multiplexed
@@ -28,7 +32,10 @@ type subscription struct {
 	// waiter takes it. Extra permits are dropped; a spare one only causes one more attempt.
 	wake chan struct{}
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// all is closed (and replaced) by a readers message or a (re)confirmation: it wakes every
+	// waiting reader (see readers).
+	all       chan struct{}
 	addressed map[string]chan struct{} // owner -> its wake-up (fair waiters)
 	// unclaimed remembers addressed messages for fair waiters of this client that are between
 	// their first attempt and the registration of their wake-up (see Client.arrive).
@@ -51,6 +58,9 @@ func permit(ch chan struct{}) {
 func (s *subscription) deliver(msg string) {
 	owner, ok := strings.CutPrefix(msg, addressedPrefix)
 	if !ok {
+		if msg == readersMessage {
+			s.wakeReaders()
+		}
 		permit(s.wake)
 		return
 	}
@@ -103,11 +113,45 @@ func (c *Client) arriving(channel, owner string) bool {
 // missed, so one waiter (each addressed one, for fair waiters) must try again.
 func (s *subscription) confirmed() {
 	permit(s.wake)
+	s.wakeReaders()
 	s.mu.Lock()
 	for _, ch := range s.addressed {
 		permit(ch)
 	}
 	s.mu.Unlock()
+}
+
+// readers returns the channel that the next readers message closes. A reader takes it before
+// an attempt and sleeps on it after, so a message in between is not missed.
+func (s *subscription) readers() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.all == nil {
+		s.all = make(chan struct{})
+	}
+	return s.all
+}
+
+// wakeReaders wakes every reader sleeping on the channel readers returned.
+func (s *subscription) wakeReaders() {
+	s.mu.Lock()
+	if s.all != nil {
+		close(s.all)
+		s.all = nil
+	}
+	s.mu.Unlock()
+}
+
+// peekReaders returns channel's live subscription, if any, and its readers channel, without
+// taking a reference (see waiter.queue).
+func (c *Client) peekReaders(channel string) (*subscription, chan struct{}) {
+	c.mu.Lock()
+	s := c.subs[channel]
+	c.mu.Unlock()
+	if s == nil {
+		return nil, nil
+	}
+	return s, s.readers()
 }
 
 // address registers (ch non-nil) or removes the wake-up of a fair waiter.

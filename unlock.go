@@ -2,77 +2,76 @@ package rlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
 // unlockMessage is published on a plain lock's channel when it is released.
 const unlockMessage = "0"
 
-// Unlock releases one hold of the owner in ctx. It ignores ctx's cancellation for the release
-// itself, retrying transport errors for a few seconds with the same request id, so a retried
-// release never counts twice (also when the caller retries an Unlock that returned an error).
-// Errors: [ErrNotHeld] when that owner holds nothing here (Redis untouched); [ErrLockLost] when
-// this process held it but the lease was gone (a hold context whose loss the library saw, or
-// a hold Redis no longer has), so the critical section may have overlapped another holder;
-// [ErrClosed]; or a transport or Redis error, after which the hold is unchanged or released:
-// the request stays pending, is settled before the owner's next request, and an Unlock
-// retried with the same context returns its outcome. When the last hold is released, the
-// owner's hold contexts are cancelled and waiters are woken.
-func (m *Mutex) Unlock(ctx context.Context) error {
-	return m.observeUnlock(ctx)
-}
-
-// unlock is Unlock, with its Redis commands under cmd (the observer's context; see detach).
-func (m *Mutex) unlock(ctx, cmd context.Context) error {
-	if err := m.check(ctx); err != nil {
+// release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
+// ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
+// observer's context; see detach). See Mutex.Unlock for its errors.
+func (lk *lock) release(ctx, cmd context.Context, acc access) error {
+	if err := lk.check(ctx); err != nil {
 		return err
 	}
-	owner, ok := Owner(ctx)
-	if !ok {
-		return fmt.Errorf("mutex %q: %w: the context carries no owner; pass the context that Lock returned", m.name, ErrNotHeld)
-	}
-	if err := validateOwner(owner); err != nil {
-		return fmt.Errorf("mutex %q: %w", m.name, err)
-	}
-	c := m.c
-	hc, _ := ctx.Value(holdCtxKey{c, m.keys.lock}).(*holdCtx)
-	if hc != nil && hc.h.owner != owner {
-		hc = nil // a hold context of another owner, re-labelled with WithOwner
+	c := lk.c
+	hc, _ := ctx.Value(holdCtxKey{c, lk.keys.lock}).(*holdCtx)
+	var owner string
+	if lk.ownerless {
+		if hc == nil {
+			return lk.errorf("%w: the context carries no hold; pass the context that Acquire returned", ErrNotHeld)
+		}
+		owner = hc.h.owner
+	} else {
+		var ok bool
+		var err error
+		if owner, ok, err = lk.callerOwner(ctx); err != nil {
+			return err
+		} else if !ok {
+			return lk.errorf("%w: the context carries no owner; pass the context that Lock returned", ErrNotHeld)
+		}
+		if hc != nil && hc.h.owner != owner {
+			hc = nil // a hold context of another owner, re-labelled with WithOwner
+		}
 	}
 	c.mu.Lock()
-	if hc != nil && hc.h.lost && hc.h.count > 0 && !hc.pending {
+	if hc != nil && hc.h.lost && hc.h.count[acc] > 0 && !hc.pending {
 		// A hold of this context whose loss the library already saw: Redis is not touched (the
 		// owner id may hold the lock anew, through another process).
-		hc.h.count--
+		hc.h.count[acc]--
 		c.mu.Unlock()
-		return fmt.Errorf("mutex %q: %w", m.name, ErrLockLost)
+		return lk.errorf("%w", ErrLockLost)
 	}
 	c.mu.Unlock()
 
 	cmd = detach(cmd)
-	l, err := m.takeLane(context.Background(), owner)
+	l, err := lk.takeLane(context.Background(), owner)
 	if err != nil {
 		return err
 	}
-	defer m.exitLane(l)
+	defer lk.exitLane(l)
 	if err := c.settleWithin(cmd, l, releaseBudget); err != nil {
-		return fmt.Errorf("mutex %q: unlock: %w", m.name, err)
+		return lk.errorf("release: %w", err)
 	}
 
 	c.mu.Lock()
 	if res, ok := l.takeOutcome(hc); ok {
 		c.mu.Unlock()
-		return res // this call retries an Unlock whose request was settled meanwhile
+		return res // this call retries a release whose request was settled meanwhile
 	}
-	h := c.holds[holdKey{m.keys.lock, owner}]
+	h := c.holds[holdKey{lk.keys.lock, owner}]
 	p := pendingRelease{request: c.requestID(), validAtSend: h.valid()}
 	if h != nil {
 		h.releasing++
 	}
 	c.mu.Unlock()
 
-	left, err := m.release(cmd, owner, &p)
+	var rel released
+	err = retryTransport(releaseBudget, func() (err error) {
+		rel, err = lk.releaseOnce(cmd, owner, acc, &p)
+		return err
+	})
 
 	c.mu.Lock()
 	defer c.unlock()
@@ -81,11 +80,11 @@ func (m *Mutex) unlock(ctx, cmd context.Context) error {
 	}
 	if err != nil {
 		if p.ambiguous {
-			l.keepUnlock(m, p, h, hc)
+			l.keepUnlock(lk, acc, p, h, hc)
 		}
 		return err
 	}
-	return c.released(m, h, p, left)
+	return c.released(lk, h, acc, p, rel)
 }
 
 // pendingRelease is one release request, kept across retries.
@@ -95,71 +94,53 @@ type pendingRelease struct {
 	ambiguous   bool // some attempt's reply was lost: the request may already have run
 }
 
-// released applies the outcome of release request p (left: the owner's remaining hold count,
-// -1 for none) to h, this process's record of the holds it released (nil for none), and
-// returns the error Unlock reports. Called with c.mu held.
-func (c *Client) released(m *Mutex, h *hold, p pendingRelease, left int64) error {
+// released applies the outcome rel of release request p, for access acc, to h, this
+// process's record of the holds it released (nil for none), and returns the error the release
+// reports. Called with c.mu held.
+func (c *Client) released(lk *lock, h *hold, acc access, p pendingRelease, rel released) error {
 	if h != nil && c.holds[holdKey{h.key, h.owner}] != h && !h.lost {
 		h = nil // ended meanwhile; a newer record is not this request's
 	}
-	if left < 0 && p.ambiguous && p.validAtSend {
-		// A lost reply, and now the owner holds nothing: the lost attempt released the last
-		// hold (the lease was valid when it was sent).
-		left = 0
+	if rel.left < 0 && p.ambiguous && p.validAtSend {
+		// A lost reply, and now the owner holds nothing: the lost attempt released its last
+		// hold (the lease was valid when it was sent), and with it the record of the request.
+		rel.left, rel.total = 0, 0
 	}
 	switch {
-	case left < 0 && h != nil && h.count > 0:
-		h.count--
+	case rel.left < 0 && h != nil && h.count[acc] > 0:
+		h.count[acc]--
 		c.lose(h)
-		return fmt.Errorf("mutex %q: %w", m.name, ErrLockLost)
-	case left < 0:
-		return fmt.Errorf("mutex %q: %w", m.name, ErrNotHeld)
+		return lk.errorf("%w", ErrLockLost)
+	case rel.left < 0:
+		return lk.errorf("%w", ErrNotHeld)
 	case h == nil:
-	case left == 0:
+	case rel.total == 0:
 		c.finish(h, context.Canceled)
 	default:
-		if h.count--; h.count <= 0 {
+		if h.count[acc] > 0 {
+			h.count[acc]--
+		}
+		if h.total() <= 0 {
 			c.finish(h, context.Canceled)
 		}
 	}
 	return nil
 }
 
-// release runs the release script for p under ctx, retrying transport errors within
-// releaseBudget with the same request id, which the script recognises if an earlier attempt
-// already ran.
-func (m *Mutex) release(ctx context.Context, owner string, p *pendingRelease) (int64, error) {
-	var left int64
-	err := retryTransport(releaseBudget, func() (err error) {
-		left, err = m.releaseOnce(ctx, owner, p)
-		return err
-	})
-	return left, err
-}
-
 // releaseOnce runs the release script for p once, under ctx without its cancellation and
-// deadline. A transport error marks p ambiguous.
-func (m *Mutex) releaseOnce(ctx context.Context, owner string, p *pendingRelease) (int64, error) {
-	keys, args := []string{m.keys.lock, m.keys.channel}, []string{owner, p.request, unlockMessage}
-	if m.fair {
-		keys = []string{m.keys.lock, m.keys.channel, m.keys.queue, m.keys.deadlines}
-		args = []string{owner, p.request, addressedPrefix, "1"}
-	}
-	// No context deadline: rueidis' connection timeout bounds the call, and a deadline
-	// passing mid-call would close the connection under every other call on it.
-	sent := time.Now()
-	r, err := releaseScript.Exec(detach(ctx), m.c.rc, keys, args).AsIntSlice()
-	if err == nil && len(r) != 2 {
-		err = errBadReply
-	}
+// deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call would
+// close the connection under every other call on it). A transport error marks p ambiguous.
+func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (released, error) {
+	rel, err := lk.kind.release(detach(ctx), lk, owner, acc, p)
 	if err != nil {
 		if isTransport(err) {
 			p.ambiguous = true
 		}
-		return 0, m.redisErr("release", err)
+		return released{}, lk.redisErr("release", err)
 	}
-	if r[0] == 0 && !m.fair {
-		m.c.courtesy(m.keys.channel, m.keys.lock, r[1], time.Since(sent))
-	}
-	return r[0], nil
+	return rel, nil
 }
+
+// releaseBudget bounds the retries of one release, give-back or queue exit after transport
+// errors.
+const releaseBudget = 3 * time.Second

@@ -2,27 +2,30 @@ package rlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
-// waiter is one Lock or TryLock call trying to acquire a mutex. All its attempts carry one
-// request id, so an attempt whose reply was lost is replayed, not repeated.
+// waiter is one call trying to acquire a lock (Lock, RLock, Acquire and their Try forms).
+// All its attempts carry one request id, so an attempt whose reply was lost is replayed, not
+// repeated.
 type waiter struct {
-	m        *Mutex
-	owner    string
-	req      string // request id of every attempt of this call
+	lk       *lock
+	style    waitStyle
+	r        request // owner, request id, access, permits, join (not a single attempt)
 	ctx      context.Context
 	cmd      context.Context // the Redis commands' context (values of the observer's; see detach)
-	bounded  bool            // TryLock: give up at deadline
+	bounded  bool            // a Try form: give up at deadline
 	deadline time.Time       //
-	join     bool            // not a single attempt (a fair waiter joins the queue)
 	fresh    bool            // the owner was made for this call, so it holds nothing yet
 	// lane is the owner's lane while this call holds its turn: after a successful attempt
 	// (until the hold is registered) and after a lost reply (until an attempt learns the
 	// outcome, or the call leaves and settles it).
 	lane    *lane
 	tried   bool // an attempt was made: this call no longer keeps a courtesy window
+	// peeked is the subscription that was live before the first attempt of a reader, and
+	// woken its readers channel then (see queue).
+	peeked *subscription
+	woken  chan struct{}
 	blocked bool // an attempt found the lock held, or the call queued behind waiters
 }
 
@@ -33,42 +36,45 @@ func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 // hold it.
 func (w *waiter) run(mode int) (attempt, error) {
 	if w.lane == nil {
-		l, err := w.m.enterLane(w.ctx, w.cmd, w.owner)
+		l, err := w.lk.enterLane(w.ctx, w.cmd, w.r.owner)
 		if err != nil {
 			if w.ctx.Err() != nil {
-				err = fmt.Errorf("mutex %q: waiting: %w", w.m.name, err)
+				err = w.lk.errorf("waiting: %w", err)
 			}
 			return attempt{}, err
 		}
 		w.lane = l
 	}
 	w.tried = true
-	a, err := w.m.tryAcquire(w.cmd, w.owner, w.req, mode, w.join)
+	r := w.r
+	r.mode = mode
+	a, err := w.lk.tryAcquire(w.cmd, &r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
 	if err == nil && a.acquired || isTransport(err) {
-		return a, err // keep the turn: to register the hold, or to replay w.req
+		return a, err // keep the turn: to register the hold, or to replay the request
 	}
-	w.m.exitLane(w.lane)
+	w.lk.exitLane(w.lane)
 	w.lane = nil
 	return a, err
 }
 
-// acquire waits with the mutex's strategy until an attempt succeeds (it returns holding the
+// acquire waits with the lock's strategy until an attempt succeeds (it returns holding the
 // owner's lane), the wait ends, ctx is done, or the client closes. On error it holds nothing:
 // an attempt whose reply was lost is resolved, and its hold given back if it took one.
 func (w *waiter) acquire() (attempt, error) {
 	a, err := w.wait()
 	if err != nil && w.lane != nil {
-		w.m.leave(w.cmd, w.lane, w.req)
-		w.m.exitLane(w.lane)
+		w.lk.leave(w.cmd, w.lane, w.r)
+		w.lk.exitLane(w.lane)
 		w.lane = nil
 	}
 	return a, err
 }
 
-// wait runs the first attempt, then waits with the mutex's strategy.
+// wait runs the first attempt, then waits with the lock's strategy: queued waiters in their
+// queue, a plain Mutex's by its barging rules, other waiters until a wake-up for them.
 func (w *waiter) wait() (attempt, error) {
 	switch d, how := w.yield(); how {
 	case yieldWait:
@@ -86,9 +92,12 @@ func (w *waiter) wait() (attempt, error) {
 		}
 		return w.pubsub(a, err)
 	}
-	if w.m.fair && w.join {
-		w.m.c.arrive(w.m.keys.channel, w.owner, 1)
-		defer w.m.c.arrive(w.m.keys.channel, w.owner, -1)
+	if w.style.wake == wakeAddressed && w.r.join {
+		w.lk.c.arrive(w.lk.keys.channel, w.r.owner, 1)
+		defer w.lk.c.arrive(w.lk.keys.channel, w.r.owner, -1)
+	}
+	if w.style.wake == wakeReaders && w.r.join {
+		w.peeked, w.woken = w.lk.c.peekReaders(w.lk.keys.channel)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {
@@ -97,24 +106,27 @@ func (w *waiter) wait() (attempt, error) {
 	if err != nil && !isTransport(err) {
 		return a, err
 	}
-	if w.m.fair {
-		return w.fair(a, err)
+	if w.style.queued {
+		return w.queue(a, err)
 	}
 	if w.bounded && !time.Now().Before(w.deadline) {
 		if err != nil {
 			// The wait is over and the attempt's outcome unknown: it is resolved (and given
 			// back) before the call returns, so this is a plain ErrNotObtained as well.
-			return a, fmt.Errorf("mutex %q: %w (last attempt: %w)", w.m.name, ErrNotObtained, err)
+			return a, w.lk.errorf("%w (last attempt: %w)", ErrNotObtained, err)
 		}
-		return a, fmt.Errorf("mutex %q: %w", w.m.name, ErrNotObtained)
+		return a, w.lk.errorf("%w", ErrNotObtained)
 	}
-	if s, ok := w.m.wait.(spinWait); ok {
+	if s, ok := w.lk.wait.(spinWait); ok {
 		return w.spin(s.interval, err)
 	}
-	return w.pubsub(a, err)
+	if w.style.wake == wakeOne {
+		return w.pubsub(a, err)
+	}
+	return w.queue(a, err)
 }
 
-// spin polls every interval, as Spring's RedisLockRegistry does.
+// spin polls every interval, as Spring's RedisLockRegistry does (waiters that are not queued).
 func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 	backoff := newBackoff()
 	for {
@@ -136,12 +148,12 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 	}
 }
 
-// pubsub sleeps on the lock's shared subscription until an unlock message or the holder's
-// lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
+// pubsub is how a plain Mutex's waiter waits: it sleeps on the lock's shared subscription until
+// an unlock message or the holder's lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
 // unlock published between the first attempt and the subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
-	c := w.m.c
-	s := c.subscribe(w.m.keys.channel)
+	c := w.lk.c
+	s := c.subscribe(w.lk.keys.channel)
 	if s == nil {
 		return a, ErrClosed
 	}
@@ -149,7 +161,7 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 	defer func() { c.unsubscribe(s, !acquired) }()
 	backoff := newBackoff()
 	for {
-		d := w.m.leaseBound(a.pttl)
+		d := w.lk.leaseBound(a.pttl)
 		if err != nil {
 			d = backoff.next()
 		} else {
@@ -158,7 +170,7 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
-		if d := c.courtesyLeft(w.m.keys.lock); d > 0 && !w.tried {
+		if d := c.courtesyLeft(w.lk.keys.lock); d > 0 && !w.tried {
 			// A new call woken early (by the subscription's confirmation) keeps the window.
 			if err := w.sleep(d, nil); err != nil {
 				return attempt{}, err
@@ -172,6 +184,98 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err != nil && !isTransport(err) {
 			return a, err
 		}
+	}
+}
+
+// queue waits for a lock whose waiters are queued (fair kinds, a writer holding back new
+// readers, a semaphore), or woken some other way than one by one (readers): on a wake-up meant
+// for it (PubSub) or a poll (Spin), at the holder's lease bound when nothing else wakes it
+// sooner, and, if queued, at least every third of FairWaitTimeout to keep its place, which it
+// leaves on any end but acquiring.
+func (w *waiter) queue(a attempt, err error) (attempt, error) {
+	c := w.lk.c
+	acquired := false
+	if w.style.queued {
+		defer func() {
+			if !acquired && w.r.join {
+				w.lk.leaveQueue(w.cmd, w.r)
+			}
+		}()
+	}
+	poll := time.Duration(1<<63 - 1)
+	if w.style.queued {
+		poll = c.opts.FairWaitTimeout / 3
+	}
+	var s *subscription
+	var wake, readers chan struct{}
+	if sp, ok := w.lk.wait.(spinWait); ok {
+		poll = min(poll, sp.interval)
+	} else if w.r.join {
+		if s = c.subscribe(w.lk.keys.channel); s == nil {
+			return a, ErrClosed
+		}
+		switch w.style.wake {
+		case wakeAddressed:
+			wake = make(chan struct{}, 1)
+			s.address(w.r.owner, wake)
+		case wakeOne:
+			wake = s.wake
+		case wakeReaders:
+			if readers = s.readers(); s == w.peeked {
+				readers = w.woken
+			}
+		}
+		defer func() {
+			if wake != nil && w.style.wake == wakeAddressed {
+				s.address(w.r.owner, nil)
+			}
+			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
+		}()
+	}
+	backoff := newBackoff()
+	for {
+		if err != nil && !isTransport(err) {
+			return a, err
+		}
+		d := poll
+		switch {
+		case err != nil:
+			d = backoff.next()
+		case a.head || !w.style.queued:
+			d = min(d, w.lk.leaseBound(a.pttl))
+		}
+		ch := wake
+		if s != nil && w.style.wake == wakeReaders {
+			// Taken before the last attempt, or (first time round) the subscription is new,
+			// and its confirmation wakes every reader: a message after the attempt is not missed.
+			ch = readers
+		}
+		if err := w.sleep(d, ch); err != nil {
+			return attempt{}, err
+		}
+		if s != nil && w.style.wake == wakeReaders {
+			readers = s.readers()
+		}
+		a, err = w.try()
+		if err == nil && a.acquired {
+			acquired = true
+			return a, nil
+		}
+	}
+}
+
+// leaveQueue removes the waiter of r from its queue, retrying transport errors for a few
+// seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
+func (lk *lock) leaveQueue(cmd context.Context, r request) {
+	err := retryTransport(releaseBudget, func() error {
+		return lk.kind.leave(detach(cmd), lk, r.owner, r.access)
+	})
+	switch {
+	case isTransport(err):
+		lk.c.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
+			"lock", lk.name, "error", err)
+	case err != nil:
+		lk.c.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
 	}
 }
 
@@ -246,16 +350,16 @@ const (
 
 // yield decides how w starts: see Barging.
 func (w *waiter) yield() (time.Duration, int) {
-	if !w.join || w.m.fair {
+	if !w.r.join || w.style != (waitStyle{wake: wakeOne}) {
 		return 0, yieldNo
 	}
-	if _, ok := w.m.wait.(pubSubWait); !ok {
+	if _, ok := w.lk.wait.(pubSubWait); !ok {
 		return 0, yieldNo
 	}
-	c := w.m.c
+	c := w.lk.c
 	c.mu.Lock()
-	_, holds := c.holds[holdKey{w.m.keys.lock, w.owner}]
-	s := c.subs[w.m.keys.channel]
+	_, holds := c.holds[holdKey{w.lk.keys.lock, w.r.owner}]
+	s := c.subs[w.lk.keys.channel]
 	waiters := s != nil && s.refs > 0
 	var holderEnd time.Time
 	if waiters {
@@ -270,7 +374,7 @@ func (w *waiter) yield() (time.Duration, int) {
 	case waiters:
 		return 0, yieldProbe
 	}
-	if d := c.courtesyLeft(w.m.keys.lock); d > 0 {
+	if d := c.courtesyLeft(w.lk.keys.lock); d > 0 {
 		return d, yieldWait
 	}
 	return 0, yieldNo
@@ -278,9 +382,9 @@ func (w *waiter) yield() (time.Duration, int) {
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past
 // it, so a lost message or an expiry (which publishes nothing) costs at most one lease.
-func (m *Mutex) leaseBound(pttl time.Duration) time.Duration {
+func (lk *lock) leaseBound(pttl time.Duration) time.Duration {
 	if pttl < 0 {
-		return m.c.opts.WatchdogTimeout // a key without expiry, not made by this library
+		return lk.c.opts.WatchdogTimeout // a key without expiry, not made by this library
 	}
 	return pttl + time.Millisecond
 }
@@ -292,7 +396,7 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	if w.bounded {
 		left := time.Until(w.deadline)
 		if left <= 0 {
-			return fmt.Errorf("mutex %q: %w", w.m.name, ErrNotObtained)
+			return w.lk.errorf("%w", ErrNotObtained)
 		}
 		d = min(d, left)
 	}
@@ -302,8 +406,8 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	case <-t.C:
 	case <-wake:
 	case <-w.ctx.Done():
-		return fmt.Errorf("mutex %q: waiting: %w", w.m.name, w.ctx.Err())
-	case <-w.m.c.ctx.Done():
+		return w.lk.errorf("waiting: %w", w.ctx.Err())
+	case <-w.lk.c.ctx.Done():
 		return ErrClosed
 	}
 	return nil

@@ -3,6 +3,8 @@ package rlock
 import (
 	"context"
 	"strings"
+
+	"github.com/redis/rueidis"
 	"time"
 )
 
@@ -77,7 +79,7 @@ func (c *Client) reaper() {
 				soonest(h.expires)
 			case h.watchdog:
 				c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
-					"lock", h.m.name, "owner", h.owner)
+					"lock", h.lk.name, "owner", h.owner)
 				c.lose(h)
 			default:
 				h.lost = true
@@ -129,7 +131,11 @@ func (c *Client) kickReaper() {
 // ErrLockLost) when Redis says its owner is gone. It reports whether every script ran; a
 // failed one is logged, and the watchdog retries soon.
 func (c *Client) renewHolds() bool {
-	bySlot := make(map[uint16][]*hold)
+	type group struct {
+		script *rueidis.Lua
+		slot   uint16
+	}
+	bySlot := make(map[group][]*hold)
 	c.mu.Lock()
 	now := time.Now()
 	for key, until := range c.yielding {
@@ -139,8 +145,9 @@ func (c *Client) renewHolds() bool {
 	}
 	for _, h := range c.holds {
 		if h.watchdog {
-			s := c.slotOf(h.key)
-			bySlot[s] = append(bySlot[s], h)
+			script, _ := h.lk.kind.renewal(h.lk)
+			g := group{script, c.slotOf(h.key)}
+			bySlot[g] = append(bySlot[g], h)
 		}
 	}
 	c.mu.Unlock()
@@ -165,18 +172,21 @@ func (c *Client) slotOf(key string) uint16 {
 	return 0
 }
 
-// renewChunk runs one renewal script for holds, which share a slot, and reports whether it ran.
+// renewChunk runs one renewal script for holds, which share a kind's renewal script and a
+// slot, and reports whether it ran.
 func (c *Client) renewChunk(holds []*hold) bool {
-	keys := make([]string, len(holds))
+	script, _ := holds[0].lk.kind.renewal(holds[0].lk)
+	keys := make([]string, 0, 2*len(holds))
 	args := make([]string, 1, len(holds)+1)
 	args[0] = c.leaseMs
-	for i, h := range holds {
-		keys[i] = h.key
+	for _, h := range holds {
+		_, hk := h.lk.kind.renewal(h.lk)
+		keys = append(keys, hk...)
 		args = append(args, h.owner)
 	}
 	sent := time.Now()
 	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
-	renewed, err := renewScript.Exec(ctx, c.rc, keys, args).AsIntSlice()
+	renewed, err := script.Exec(ctx, c.rc, keys, args).AsIntSlice()
 	cancel()
 	if err == nil && len(renewed) != len(holds) {
 		err = errBadReply
@@ -186,9 +196,9 @@ func (c *Client) renewChunk(holds []*hold) bool {
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
-				"locks", len(holds), "first", holds[0].m.name, "error", err)
+				"locks", len(holds), "first", holds[0].lk.name, "error", err)
 			if c.obs != nil {
-				c.events = append(c.events, Event{Type: EventRenewalFailed, Lock: holds[0].m.info(),
+				c.events = append(c.events, Event{Type: EventRenewalFailed, Lock: holds[0].lk.info(),
 					Cause: err, Locks: len(holds)})
 			}
 		}
@@ -216,7 +226,7 @@ func (c *Client) renewChunk(holds []*hold) bool {
 			// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
 			// tells which.
 		default:
-			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.m.name, "owner", h.owner)
+			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
 			c.lose(h)
 		}
 	}

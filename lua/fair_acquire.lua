@@ -23,59 +23,37 @@
 -- last call that touched them. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
-local marker = '\0' .. string.sub(req, 1, 12) .. owner
--- An owner made for this call (its id is the request id) is held by nobody else: its first hold
--- needs no record, and a hold of it can only be this request's.
-local fresh = owner == req
-
-local function token(new)
-  if ARGV[5] ~= '1' then
-    return 0
-  end
-  if new then
-    return redis.call('incr', KEYS[4])
-  end
-  return tonumber(redis.call('get', KEYS[4]) or '0')
-end
+local counter = ARGV[5] == '1' and KEYS[4]
 
 local function take(pop)
-  local t = token(true)
+  local t = fence(counter, true)
   if pop then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], owner)
   end
-  if fresh then
-    redis.call('hset', KEYS[1], owner, 1)
-  else
-    redis.call('hset', KEYS[1], owner, 1, marker, req .. ':1')
-  end
+  redis.call('hset', KEYS[1], owner, 1)
+  record(KEYS[1], owner, req, 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, 1, t}
 end
 
 local pttl = -2
 if redis.call('exists', KEYS[1]) == 1 then
-  local held = redis.call('hmget', KEYS[1], owner, marker)
-  if fresh and held[1] then
-    held[2] = req .. ':' .. held[1]
-  end
-  if held[1] and held[2] then
-    local id, n = string.match(held[2], '^(.*):(%d+)$')
-    if id == req then
-      local t = token(false)
-      if mode ~= 'resolve' then
-        redis.call('pexpire', KEYS[1], ARGV[2])
-      end
-      return {1, tonumber(n), t}
+  local n, held = replayed(KEYS[1], owner, owner, req)
+  if n then
+    local t = fence(counter, false)
+    if mode ~= 'resolve' then
+      redis.call('pexpire', KEYS[1], ARGV[2])
     end
+    return {1, n, t}
   end
   if mode == 'resolve' then
     return {0, -2, 0}
   end
   if held[1] then
-    local t = token(false)
+    local t = fence(counter, false)
     local count = redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('hset', KEYS[1], marker, req .. ':' .. count)
+    record(KEYS[1], owner, req, count)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return {1, count, t}
   end
@@ -84,20 +62,16 @@ elseif mode == 'resolve' then
   return {0, -2, 0}
 end
 
-if ARGV[5] == '1' then
-  -- Check the counter now: purging dead waiters below writes before a new hold's INCR would.
-  local f = redis.call('get', KEYS[4])
-  if f and (not string.match(f, '^%-?%d+$') or #f > 19 or (#f == 19 and f >= '9223372036854775807')) then
-    return redis.error_reply('ERR fencing counter is not an integer or out of range')
-  end
+-- Check the counter now: purging dead waiters below writes before a new hold's INCR would.
+if counter and badCounter(redis.call('get', counter)) then
+  return redis.error_reply('ERR fencing counter is not an integer or out of range')
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if pttl == -2 and not head then
   return take(false) -- free, and nobody waits
 end
 
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = now()
 local dead = redis.call('zrangebyscore', KEYS[3], '-inf', now)
 for i = 1, #dead do
   redis.call('lrem', KEYS[2], 0, dead[i])

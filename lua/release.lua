@@ -16,20 +16,17 @@
 -- (nothing is written). Everything is read before anything is written: a key of the wrong
 -- type raises an error with nothing changed.
 local owner, req = ARGV[1], ARGV[2]
-local marker = '\0' .. string.sub(req, 1, 12) .. owner
-local held = redis.call('hmget', KEYS[1], owner, marker)
-if held[2] then
-  local id, n = string.match(held[2], '^(.*):(%d+)$')
-  if id == req then
-    return {tonumber(n), 0}
-  end
+local held = redis.call('hmget', KEYS[1], owner, marker(req, owner))
+local n = recorded(held[2], req)
+if n then
+  return {n, 0}
 end
 if not held[1] then
   return {-1, 0}
 end
 if tonumber(held[1]) > 1 then
   local count = redis.call('hincrby', KEYS[1], owner, -1)
-  redis.call('hset', KEYS[1], marker, req .. ':' .. count)
+  redis.call('hset', KEYS[1], marker(req, owner), req .. ':' .. count)
   return {count, 0}
 end
 if ARGV[4] ~= '1' then
@@ -44,8 +41,7 @@ redis.call('del', KEYS[1])
 if not head then
   return {0, 0}
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = now()
 while head do
   if deadline and tonumber(deadline) > now then
     return {0, redis.call('publish', KEYS[2], ARGV[3] .. head)}

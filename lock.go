@@ -1,0 +1,319 @@
+package rlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// One machinery serves every kind of lock. A lock is a name, its keys and settings; its kind
+// (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) contributes only its scripts, its key
+// layout and how its waiters wake. Everything else is written once, here and in the files
+// named after it: owners and request ids (owner.go, rlock.go), acquiring and waiting
+// (lock.go, wait.go, pubsub.go), the hold registry and hold contexts (hold.go), releasing
+// (unlock.go), requests whose reply was lost (lane.go), leases, renewal and loss
+// (watchdog.go), and Close (rlock.go).
+
+// access is the way a hold holds its lock: exclusively (every kind but an RWMutex's read
+// holds) or shared (an RWMutex's read holds). An owner's holds of each access are counted
+// apart.
+type access uint8
+
+const (
+	exclusive access = iota
+	shared
+	accesses // the number of accesses
+)
+
+// kind is what one kind of lock contributes. Each method runs its script once, under ctx.
+type kind interface {
+	// acquire runs the acquire script for r (see attempt).
+	acquire(ctx context.Context, lk *lock, r *request) (attempt, error)
+	// release runs the release script for one hold of owner in access a, under request p.
+	release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error)
+	// leave removes owner's waiter in access a from the lock's queue (queued waiters only).
+	leave(ctx context.Context, lk *lock, owner string, a access) error
+	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
+	// hold (all in the lock's slot); see renew.lua.
+	renewal(lk *lock) (*rueidis.Lua, []string)
+	// style is how a waiter for access a waits.
+	style(a access) waitStyle
+	// name is the Kind that observers see.
+	name() string
+}
+
+// waitStyle is how a waiter of a kind waits under PubSub (Spin polls instead of waking).
+type waitStyle struct {
+	wake wakeBy
+	// queued waiters hold a place that others wait behind (a fair queue, a waiting writer, a
+	// semaphore's queue): they refresh it at least every third of FairWaitTimeout and remove
+	// it when they give up.
+	queued bool
+}
+
+// Ways a waiter is woken by the lock's channel (see pubsub.go).
+type wakeBy uint8
+
+const (
+	wakeOne       wakeBy = iota // "0" or "*": one waiter per client, barging rules (wait.go) for a plain Mutex
+	wakeReaders                 // "*": every reader of the client
+	wakeAddressed               // "@" + address: the waiter with that address
+)
+
+// request is one acquire attempt: who asks, under which request id, how.
+type request struct {
+	owner  string
+	id     string // request id: the same for every attempt of one call
+	mode   int    // takeLock, reenterOnly or resolveOnly
+	access access
+	n      int64 // permits (Semaphore)
+	join   bool  // join (or stay in) the queue if the lock is not free
+}
+
+// Modes of an acquire attempt.
+const (
+	takeLock    = iota // take a free lock or re-enter
+	reenterOnly        // re-enter a hold the owner has; leave a free lock to the waiters
+	resolveOnly        // report whether request req ran (and took a hold); change nothing
+)
+
+// modeArg is the script argument of each mode.
+var modeArg = [...]string{takeLock: "take", reenterOnly: "reenter", resolveOnly: "resolve"}
+
+// attempt is the outcome of one run of an acquire script.
+type attempt struct {
+	acquired bool
+	count    int64         // owner's hold count in the attempt's access after acquiring
+	token    int64         // fencing token of the hold
+	pttl     time.Duration // when not acquired: how long the holder may keep it, -1 for no end
+	head     bool          // queued, not acquired: the owner is next (it also wakes at pttl)
+	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
+}
+
+// parseAttempt reads the common acquire reply: {1, count, token} when acquired, {0, pttl,
+// head} when not (pttl -1: no expiry, -2: free but another waiter is ahead).
+func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
+	if len(reply) == 3 && reply[0] == 1 {
+		a.acquired, a.count, a.token = true, reply[1], reply[2]
+		return a, nil
+	}
+	if len(reply) < 2 || reply[0] != 0 {
+		return a, fmt.Errorf("rlock: %s %q: unexpected acquire reply %v", lk.noun, lk.name, reply)
+	}
+	a.pttl = time.Duration(reply[1]) * time.Millisecond
+	switch {
+	case reply[1] == -2:
+		a.pttl = 0 // free, but a waiter is ahead (or left to the waiters)
+	case reply[1] < 0:
+		a.pttl = -1
+	}
+	a.head = len(reply) == 3 && reply[2] == 1
+	return a, nil
+}
+
+// released is the outcome of one run of a release script.
+type released struct {
+	left  int64 // the owner's remaining holds in that access; -1: it held none
+	total int64 // its remaining holds in every access
+	woken int64 // clients the release message reached
+}
+
+// lock is what every kind of lock has: a name, its keys, its settings and its kind.
+type lock struct {
+	c       *Client
+	kind    kind
+	noun    string // "mutex", "rwmutex" or "semaphore", for errors
+	name    string
+	keys    lockKeys
+	lease   time.Duration // fixed lease in whole milliseconds; 0: watchdog
+	wait    WaitStrategy
+	fencing bool
+	// ownerless: every acquire is a new hold named by its request id, and hold contexts carry
+	// no owner (Semaphore).
+	ownerless bool
+	err       error // invalid name or option: returned by every call
+
+	leaseMs string // leaseFor() in milliseconds, as the scripts take it
+}
+
+// newLock applies opts to a lock of kind k called name.
+func (c *Client) newLock(noun, name string, k kind, opts []MutexOption) lock {
+	cfg := mutexConfig{wait: c.opts.Wait}
+	for _, opt := range opts {
+		if opt == nil {
+			cfg.err = invalidf("nil MutexOption")
+			continue
+		}
+		opt(&cfg)
+	}
+	err := validateName(name)
+	if err == nil {
+		err = cfg.err
+	}
+	if err != nil {
+		err = fmt.Errorf("%s %q: %w", noun, name, err)
+	}
+	lk := lock{
+		c:       c,
+		kind:    k,
+		noun:    noun,
+		name:    name,
+		keys:    newLockKeys(c.opts.KeyPrefix, name),
+		lease:   cfg.lease.Truncate(time.Millisecond),
+		wait:    cfg.wait,
+		fencing: cfg.fencing,
+		err:     err,
+	}
+	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
+	return lk
+}
+
+// errorf returns an error naming the lock.
+func (lk *lock) errorf(format string, args ...any) error {
+	return fmt.Errorf("%s %q: "+format, append([]any{lk.noun, lk.name}, args...)...)
+}
+
+// check returns the error every call must return before doing anything, or nil.
+func (lk *lock) check(ctx context.Context) error {
+	if lk.err != nil {
+		return lk.err
+	}
+	if lk.c.closed.Load() {
+		return ErrClosed
+	}
+	if ctx == nil {
+		return lk.errorf("%w", invalidf("nil context"))
+	}
+	return nil
+}
+
+// leaseFor is the lease a new hold gets in Redis, in whole milliseconds.
+func (lk *lock) leaseFor() time.Duration {
+	if lk.lease > 0 {
+		return lk.lease
+	}
+	return lk.c.lease
+}
+
+// localEnd is the moment this process takes a lease of d sent at sent to end: early enough
+// that Redis, which starts the lease when the request arrives, still has it then. The margin
+// (1ms and 0.1% of d, at most a tenth of d) covers timer lateness and clock rate differences.
+func localEnd(sent time.Time, d time.Duration) time.Time {
+	return sent.Add(d - min(d/10, time.Millisecond+d/1000))
+}
+
+// acquire is Lock, RLock and Acquire (bounded false) and their Try forms (bounded: give up
+// after wait): it waits while ctx lives and runs its Redis commands under cmd (the observer's
+// context; see detach). blocked reports that an attempt found the lock held, or that the call
+// queued behind waiters.
+func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
+	if err := lk.check(ctx); err != nil {
+		return nil, false, err
+	}
+	if bounded && wait < 0 {
+		return nil, false, lk.errorf("%w", invalidf("negative wait %v", wait))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	req := lk.c.requestID() // unique across clients: a random client id and a counter
+	owner, ok := Owner(ctx)
+	if lk.ownerless {
+		ok = false
+	}
+	if ok {
+		if err := validateOwner(owner); err != nil {
+			return nil, false, lk.errorf("%w", err)
+		}
+	} else {
+		// An owner made for this call is its request id: the scripts know by that that nobody
+		// else can hold as it, and skip the replay record (see lib.lua).
+		owner = req
+	}
+	w := waiter{lk: lk, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
+		r: request{owner: owner, id: req, access: acc, n: n, join: !bounded || wait != 0}}
+	if w.bounded {
+		w.deadline = time.Now().Add(wait)
+	}
+	a, err := w.acquire()
+	if err != nil {
+		return nil, w.blocked, err
+	}
+	defer lk.exitLane(w.lane)
+	held, err := lk.c.register(ctx, cmd, lk, w.lane, owner, acc, a)
+	return held, w.blocked, err
+}
+
+// tryAcquire runs the acquire script once for r. A request that already ran returns its
+// recorded outcome. The caller holds r.owner's lane.
+func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
+	// The caller's cancellation does not cut the call short: its outcome must be known (a
+	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
+	return lk.kind.acquire(detach(ctx), lk, r)
+}
+
+// redisErr wraps an error from Redis with the operation and lock name. A key of the wrong type
+// or a fencing counter that is not a number becomes an error wrapping ErrInvalid.
+func (lk *lock) redisErr(op string, err error) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		switch {
+		case strings.Contains(msg, "WRONGTYPE"):
+			return lk.errorf("%w", invalidf("a key of this lock (%s*) holds a value that is not a lock of this library, "+
+				"or a lock of another kind than %s", lk.keys.lock, lk.noun))
+		case strings.Contains(msg, "not an integer") || strings.Contains(msg, "overflow"):
+			return lk.errorf("%w", invalidf("fencing counter %q is not a number below 2^63-1", lk.keys.fence))
+		}
+	}
+	return lk.errorf("%s: %w", op, err)
+}
+
+// readCtx returns ctx for a read, or, when it has ended (an ended hold context still names
+// its owner), a context with a timeout of its own.
+func readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	}
+	return ctx, func() {}
+}
+
+// callerOwner returns the owner ctx carries, validated, and whether it carries one.
+func (lk *lock) callerOwner(ctx context.Context) (string, bool, error) {
+	owner, ok := Owner(ctx)
+	if !ok {
+		return "", false, nil
+	}
+	if err := validateOwner(owner); err != nil {
+		return "", false, lk.errorf("%w", err)
+	}
+	return owner, true, nil
+}
+
+// token returns the fencing token of the hold of lk that ctx carries (see Mutex.Token).
+func (lk *lock) token(ctx context.Context) (int64, bool) {
+	if lk.err != nil || !lk.fencing || ctx == nil {
+		return 0, false
+	}
+	hc, ok := ctx.Value(holdCtxKey{lk.c, lk.keys.lock}).(*holdCtx)
+	if !ok {
+		return 0, false
+	}
+	return hc.token, true
+}
+
+// forceUnlock runs a kind's force-unlock script and marks this process's holds lost.
+func (lk *lock) forceUnlock(ctx context.Context, s *rueidis.Lua, keys, args []string) (bool, error) {
+	if err := lk.check(ctx); err != nil {
+		return false, err
+	}
+	n, err := s.Exec(ctx, lk.c.rc, keys, args).AsInt64()
+	if err != nil {
+		return false, lk.redisErr("force unlock", err)
+	}
+	lk.c.loseKey(lk.keys.lock)
+	return n == 1, nil
+}

@@ -1,0 +1,61 @@
+-- lib.lua: helpers every script shares. Each script Redis runs is this file, a newline, and the
+-- script's own file; what a script never calls costs nothing.
+
+-- now returns the server's clock in milliseconds: every deadline and lease end is in it.
+local function now()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- marker is the hash field recording the last request of req's client (its first 12 bytes)
+-- for owner, as "<request id>:<count>".
+local function marker(req, owner)
+  return '\0' .. string.sub(req, 1, 12) .. owner
+end
+
+-- recorded returns the count that record rec (a marker's value, or nil) holds for request req,
+-- or nil when rec is another request's.
+local function recorded(rec, req)
+  if rec then
+    local id, n = string.match(rec, '^(.*):(%d+)$')
+    if id == req then
+      return tonumber(n)
+    end
+  end
+  return nil
+end
+
+-- replayed returns the recorded outcome (a count) of request req of owner on hash key, whose
+-- hold count field is field, or nil when req has not run. An owner made for the request (its
+-- id is the request id) is held by nobody else and writes no record: any hold of it is req's.
+local function replayed(key, field, owner, req)
+  local held = redis.call('hmget', key, field, marker(req, owner))
+  if owner == req and held[1] then
+    return tonumber(held[1]), held
+  end
+  return recorded(held[2], req), held
+end
+
+-- record stores the outcome (count) of request req of owner, unless the owner was made for it.
+local function record(key, owner, req, count)
+  if owner ~= req then
+    redis.call('hset', key, marker(req, owner), req .. ':' .. count)
+  end
+end
+
+-- badCounter reports whether fencing counter value v (or nil) is not an integer below 2^63-1.
+local function badCounter(v)
+  return v and (not string.match(v, '^%-?%d+$') or #v > 19 or (#v == 19 and v >= '9223372036854775807'))
+end
+
+-- fence returns the fencing counter at key: incremented for a new hold (new true), read
+-- otherwise; 0 without a key name.
+local function fence(key, new)
+  if not key then
+    return 0
+  end
+  if new then
+    return redis.call('incr', key)
+  end
+  return tonumber(redis.call('get', key) or '0')
+end
