@@ -4,11 +4,13 @@ import "strings"
 
 // lockKeys are the Redis names of one lock; all share the hash tag {name}.
 type lockKeys struct {
-	lock      string // hash: owner id -> hold count; expiry = lease
+	lock      string // hash of hold counts (its layout is the kind's; see each kind's scripts)
 	fence     string // fencing counter
-	channel   string // unlock messages
-	queue     string // fair mutex: waiting owners in arrival order
-	deadlines string // fair mutex: owner -> deadline (server ms)
+	channel   string // release messages
+	queue     string // fair kinds, semaphore: waiters in arrival order
+	deadlines string // fair kinds, semaphore: waiter -> deadline (server ms)
+	leases    string // RWMutex, Semaphore: hold -> lease end (server ms)
+	writers   string // RWMutex: waiting writers -> deadline (server ms)
 }
 
 func newLockKeys(prefix, name string) lockKeys {
@@ -19,6 +21,8 @@ func newLockKeys(prefix, name string) lockKeys {
 		channel:   base + ":ch",
 		queue:     base + ":queue",
 		deadlines: base + ":deadlines",
+		leases:    base + ":leases",
+		writers:   base + ":writers",
 	}
 }
 

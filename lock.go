@@ -53,6 +53,8 @@ type waitStyle struct {
 	// semaphore's queue): they refresh it at least every third of FairWaitTimeout and remove
 	// it when they give up.
 	queued bool
+	// prefix makes a waiter's address (wakeAddressed): prefix + owner.
+	prefix string
 }
 
 // Ways a waiter is woken by the lock's channel (see pubsub.go).

@@ -40,3 +40,22 @@ var (
 	fairAcquireScript = script("fair_acquire.lua", false)
 	fairLeaveScript   = script("fair_leave.lua", false)
 )
+
+// Scripts of RWMutex (rwmutex.go).
+var (
+	rwAcquireScript     = script("rw_acquire.lua", false)
+	rwReleaseScript     = script("rw_release.lua", false)
+	rwLeaveScript       = script("rw_leave.lua", false)
+	rwRenewScript       = script("rw_renew.lua", false)
+	rwInspectScript     = script("rw_inspect.lua", false)
+	rwForceUnlockScript = script("rw_forceunlock.lua", false)
+)
+
+// Scripts of Semaphore (semaphore.go).
+var (
+	semAcquireScript = script("sem_acquire.lua", false)
+	semReleaseScript = script("sem_release.lua", false)
+	semLeaveScript   = script("sem_leave.lua", false)
+	semRenewScript   = script("sem_renew.lua", false)
+	semInspectScript = script("sem_inspect.lua", false)
+)

@@ -93,8 +93,8 @@ func (w *waiter) wait() (attempt, error) {
 		return w.pubsub(a, err)
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.c.arrive(w.lk.keys.channel, w.r.owner, 1)
-		defer w.lk.c.arrive(w.lk.keys.channel, w.r.owner, -1)
+		w.lk.c.arrive(w.lk.keys.channel, w.style.prefix+w.r.owner, 1)
+		defer w.lk.c.arrive(w.lk.keys.channel, w.style.prefix+w.r.owner, -1)
 	}
 	if w.style.wake == wakeReaders && w.r.join {
 		w.peeked, w.woken = w.lk.c.peekReaders(w.lk.keys.channel)
@@ -217,7 +217,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		switch w.style.wake {
 		case wakeAddressed:
 			wake = make(chan struct{}, 1)
-			s.address(w.r.owner, wake)
+			s.address(w.style.prefix+w.r.owner, wake)
 		case wakeOne:
 			wake = s.wake
 		case wakeReaders:
@@ -227,7 +227,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		}
 		defer func() {
 			if wake != nil && w.style.wake == wakeAddressed {
-				s.address(w.r.owner, nil)
+				s.address(w.style.prefix+w.r.owner, nil)
 			}
 			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()

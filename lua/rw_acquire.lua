@@ -1,0 +1,187 @@
+-- rw_acquire.lua: take a read or write hold of a read-write lock, re-enter one, or wait; a
+-- replayed request returns its recorded outcome instead of counting again.
+-- KEYS[1] hash: "r:<owner>" / "w:<owner>" -> read / write hold count, "\1w" -> the writer,
+--         replay records (see lib.lua)
+-- KEYS[2] leases: "r:<owner>" / "w:<owner>" -> lease end (server ms); one lease per hold kind
+--         of each owner, so a reader that dies loses only its own read holds
+-- KEYS[3] waiting writers (plain): owner -> deadline (server ms); a waiting writer holds back
+--         new readers
+-- KEYS[4] queue (fair): "r:<owner>" / "w:<owner>" in arrival order
+-- KEYS[5] deadlines (fair): queue entry -> deadline (server ms)
+-- KEYS[6] fencing counter (touched only when ARGV[6] == '1')
+-- ARGV[1] owner id
+-- ARGV[2] lease in milliseconds
+-- ARGV[3] request id (see lib.lua)
+-- ARGV[4] mode: 'take', 'reenter' (re-enter only; reply {0, -2, 0} otherwise) or 'resolve'
+-- ARGV[5] 'r' for a read hold, 'w' for a write hold
+-- ARGV[6] '1' to read (and, for a new write hold, increment) the fencing counter
+-- ARGV[7] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
+-- ARGV[8] 'wait' to wait (join or refresh the waiting writers or the queue), 'try' not to
+-- ARGV[9] 'fair' for arrival order with reader batches, 'plain' for writer preference
+-- Returns {1, hold count, token} when acquired or re-entered (a read hold's token is the
+-- counter as it is: the last writer's token), {0, pttl, next} when not: pttl bounds the wait
+-- (the holders' latest lease end, or FairWaitTimeout while only waiters are ahead; -2: free
+-- but another waiter is ahead), next is 1 when the caller is among those who go next; or {-1}
+-- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
+-- written. Time is the server's. Everything is read before anything is written: a key of the
+-- wrong type or a bad fencing counter raises an error with nothing changed.
+local H, L, W, Q, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local counter = ARGV[6] == '1' and KEYS[6]
+local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
+local field = acc .. ':' .. owner
+
+redis.call('hlen', H)
+redis.call('zcard', L)
+if fair then
+  redis.call('llen', Q)
+  redis.call('zcard', D)
+else
+  redis.call('zcard', W)
+end
+if counter and badCounter(redis.call('get', counter)) then
+  return redis.error_reply('ERR fencing counter is not an integer or out of range')
+end
+
+local t = now()
+for _, m in ipairs(lapsed(L, t)) do
+  redis.call('hdel', H, m)
+  if string.sub(m, 1, 2) == 'w:' then
+    redis.call('hdel', H, '\1w')
+  end
+end
+
+-- holds gives owner's hold of this kind a fresh lease and the keys their expiry.
+local function hold(count, new)
+  redis.call('zadd', L, t + lease, field)
+  expireWith(H, L, t, 0)
+  local tok = fence(counter, new)
+  return {1, count, tok}
+end
+
+local n = replayed(H, field, owner, req)
+if n then
+  if mode == 'resolve' then
+    return {1, n, fence(counter, false)}
+  end
+  return hold(n, false)
+end
+if mode == 'resolve' then
+  return {0, -2, 0}
+end
+
+local mine = redis.call('hmget', H, 'r:' .. owner, 'w:' .. owner)
+if mine[2] or (acc == 'r' and mine[1]) then
+  -- Re-entry, or the writer taking a read hold: never waits.
+  local count = redis.call('hincrby', H, field, 1)
+  record(H, owner, req, count)
+  return hold(count, false)
+end
+if acc == 'w' and mine[1] then
+  return {-1}
+end
+if mode == 'reenter' then
+  return {0, -2, 0}
+end
+
+local writer = redis.call('hget', H, '\1w')
+local holders = redis.call('zcard', L)
+
+-- bound is how long a waiter may sleep: until the latest lease ends (an expiry publishes
+-- nothing), or FairWaitTimeout when only waiters are ahead.
+local function bound()
+  local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+  if last[2] then
+    return math.max(tonumber(last[2]) - t, 1)
+  end
+  return wait
+end
+
+local function take(new)
+  redis.call('hset', H, field, 1)
+  if acc == 'w' then
+    redis.call('hset', H, '\1w', owner)
+  end
+  record(H, owner, req, 1)
+  return hold(1, new)
+end
+
+if not fair then
+  redis.call('zremrangebyscore', W, '-inf', t)
+  local waiting = redis.call('zcard', W)
+  if acc == 'r' then
+    if writer then
+      return {0, bound(), 0}
+    end
+    if waiting > 0 then
+      return {0, wait, 0}
+    end
+    return take(false)
+  end
+  local queued = redis.call('zscore', W, owner)
+  if queued then
+    waiting = waiting - 1
+  end
+  if holders == 0 and (join or waiting == 0) then
+    if queued then
+      redis.call('zrem', W, owner)
+    end
+    return take(true)
+  end
+  if join then
+    redis.call('zadd', W, t + wait, owner)
+    redis.call('pexpire', W, wait)
+  end
+  if holders == 0 then
+    return {0, -2, 0}
+  end
+  return {0, bound(), 1}
+end
+
+-- Fair: the next to go are the entries up to the first writer (readers), or that writer
+-- alone when it heads the queue.
+local head = purgeQueue(Q, D, t)
+local entries = redis.call('lrange', Q, 0, -1)
+local pos, firstWriter = nil, nil
+for i, e in ipairs(entries) do
+  if not pos and e == field then
+    pos = i
+  end
+  if not firstWriter and string.sub(e, 1, 2) == 'w:' then
+    firstWriter = i
+  end
+end
+local next
+if acc == 'r' then
+  -- a reader goes with the readers ahead of the first queued writer (all of them, when it is
+  -- not queued itself, only if no writer is queued)
+  next = (pos and (not firstWriter or pos < firstWriter)) or (not pos and not firstWriter)
+  if next and not writer then
+    if pos then
+      leaveQueue(Q, D, field)
+    end
+    return take(false)
+  end
+else
+  next = (pos == 1) or (not pos and #entries == 0)
+  if next and holders == 0 then
+    if pos then
+      leaveQueue(Q, D, field)
+    end
+    return take(true)
+  end
+end
+if join then
+  joinQueue(Q, D, field, t, wait)
+  if not pos then
+    if acc == 'r' then
+      next = not firstWriter
+    else
+      next = #entries == 0
+    end
+  end
+end
+if holders == 0 then
+  return {0, -2, next and 1 or 0}
+end
+return {0, bound(), next and 1 or 0}

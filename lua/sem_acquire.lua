@@ -1,0 +1,102 @@
+-- sem_acquire.lua: take n permits of a semaphore as one hold, in arrival order, or wait in its
+-- queue; a replayed request returns its recorded outcome instead of taking more.
+-- KEYS[1] hash: "\1p" -> permits, "\1u" -> permits held, "<hold id>" -> permits of that hold.
+--         It exists while anyone holds or waits, so the permit count is checked against it.
+-- KEYS[2] leases: hold id -> lease end (server ms)
+-- KEYS[3] queue: waiting hold ids in arrival order
+-- KEYS[4] deadlines: waiting hold id -> deadline (server ms)
+-- KEYS[5] channel
+-- ARGV[1] hold id (the request id of the Acquire call: every Acquire is a new hold)
+-- ARGV[2] lease in milliseconds
+-- ARGV[3] request id (equal to the hold id; a hold that exists is this request's)
+-- ARGV[4] mode: 'take' or 'resolve' (report whether the hold exists, change nothing)
+-- ARGV[5] permits of the semaphore
+-- ARGV[6] n, permits this hold takes (1..permits)
+-- ARGV[7] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
+-- ARGV[8] 'wait' to join (or refresh its place in) the queue, 'try' never to join
+-- Only the head of the queue (or anyone, when nobody waits) takes permits, so a large request
+-- is never overtaken by smaller ones; a head that takes permits while some remain wakes the
+-- next ("@" + hold id). Holds whose lease ended give their permits back, and waiters whose
+-- deadline passed lose their place, at the next call.
+-- Returns {1, 1, 0} when acquired, {0, pttl, head} when not (pttl: until the first lease ends,
+-- -2: none; head 1: the caller is next), or {-3, permits stored} when the semaphore is in use
+-- with another permit count (nothing is written).
+local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, lease, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
+
+local stored = redis.call('hget', H, '\1p')
+redis.call('zcard', L)
+redis.call('llen', Q)
+redis.call('zcard', D)
+local t = now()
+if stored and tonumber(stored) ~= permits and
+    (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
+  return {-3, tonumber(stored)}
+end
+
+local used = tonumber(redis.call('hget', H, '\1u') or '0')
+for _, dead in ipairs(lapsed(L, t)) do
+  used = used - tonumber(redis.call('hget', H, dead) or '0')
+  redis.call('hdel', H, dead)
+end
+if used < 0 then
+  used = 0
+end
+local head = purgeQueue(Q, D, t)
+
+-- keep gives H the expiry of the latest lease or waiter deadline.
+local function keep()
+  local last = redis.call('zrange', D, -1, -1, 'WITHSCORES')
+  local floor = 0
+  if last[2] then
+    floor = tonumber(last[2]) - t
+  end
+  if redis.call('zcard', L) == 0 and floor <= 0 then
+    redis.call('del', H, L, Q, D)
+    return
+  end
+  redis.call('hset', H, '\1p', permits, '\1u', used)
+  expireWith(H, L, t, floor)
+end
+
+if redis.call('hexists', H, id) == 1 then
+  if mode ~= 'resolve' then
+    redis.call('zadd', L, t + lease, id)
+    keep()
+  end
+  return {1, 1, 0}
+end
+if mode == 'resolve' then
+  return {0, -2, 0}
+end
+
+if (not head or head == id) and used + n <= permits then
+  used = used + n
+  redis.call('hset', H, id, n)
+  redis.call('zadd', L, t + lease, id)
+  if head then
+    leaveQueue(Q, D, id)
+    local nxt = redis.call('lindex', Q, 0)
+    if nxt and used < permits then
+      redis.call('publish', C, '@' .. nxt)
+    end
+  end
+  keep()
+  return {1, 1, 0}
+end
+
+if join then
+  joinQueue(Q, D, id, t, wait)
+  head = head or id
+end
+keep()
+local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')
+local pttl = -2
+if first[2] then
+  pttl = math.max(tonumber(first[2]) - t, 1)
+end
+if head == id then
+  return {0, pttl, 1}
+end
+return {0, pttl, 0}

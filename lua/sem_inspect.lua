@@ -1,0 +1,18 @@
+-- sem_inspect.lua: read how many permits of a semaphore are free, changing nothing.
+-- KEYS[1] hash, KEYS[2] leases, KEYS[3] deadlines (as in sem_acquire.lua)
+-- ARGV[1] permits of the semaphore
+-- Returns {0, permits not held}, counting only holds whose lease has not ended, or {-3,
+-- permits stored} when the semaphore is in use with another permit count.
+local H, L, D = KEYS[1], KEYS[2], KEYS[3]
+local permits = tonumber(ARGV[1])
+local stored = redis.call('hget', H, '\1p')
+local t = now()
+if stored and tonumber(stored) ~= permits and
+    (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
+  return {-3, tonumber(stored)}
+end
+local held = 0
+for _, id in ipairs(redis.call('zrangebyscore', L, '(' .. t, '+inf')) do
+  held = held + tonumber(redis.call('hget', H, id) or '0')
+end
+return {0, permits - held}

@@ -1,0 +1,233 @@
+package rlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// RWMutex is a reentrant distributed read-write lock identified by a name: any number of
+// owners may hold it for reading, or one owner for writing. Like [Mutex] it holds only the
+// name and settings, and holds belong to owners, which travel in contexts; every [Mutex]
+// promise about owners, hold contexts, leases, the watchdog, loss, Close and errors holds for
+// both of its modes. Create one with [Client.NewRWMutex] or [Client.NewFairRWMutex].
+//
+// Each owner's read holds and its write holds have a lease of their own in Redis (server
+// time), so a reader that dies loses only its own read holds, when their lease ends. An
+// owner's hold contexts end when it holds nothing of the lock any more, in either mode.
+type RWMutex struct{ lock }
+
+// rwKind is the read-write lock (see lua/rw_acquire.lua for its keys). The plain one prefers
+// writers: a waiting writer holds back new readers. The fair one serves a queue in arrival
+// order, readers that arrive together with no writer between them holding together.
+type rwKind struct{ fair bool }
+
+// rwAccessArg is the scripts' name of each access.
+var rwAccessArg = [accesses]string{exclusive: "w", shared: "r"}
+
+// NewRWMutex returns the read-write mutex called name, which prefers writers: once a writer
+// waits, an RLock by an owner that holds nothing waits behind it, so a stream of readers
+// cannot starve a writer (re-entrant RLocks never wait). It does not touch Redis; an empty
+// name or an invalid option is reported by every method as an error wrapping [ErrInvalid].
+// All locks of one name must be of one kind.
+func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
+	return &RWMutex{c.newLock("rwmutex", name, rwKind{}, opts)}
+}
+
+// NewFairRWMutex returns the read-write mutex called name that serves readers and writers in
+// arrival order: readers that arrive together, with no writer between them, hold together.
+// Otherwise it is [Client.NewRWMutex].
+func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
+	return &RWMutex{c.newLock("rwmutex", name, rwKind{fair: true}, opts)}
+}
+
+func (k rwKind) name() string {
+	if k.fair {
+		return KindFairRWMutex
+	}
+	return KindRWMutex
+}
+
+func (k rwKind) arg() string {
+	if k.fair {
+		return "fair"
+	}
+	return "plain"
+}
+
+func (k rwKind) style(a access) waitStyle {
+	switch {
+	case a == shared:
+		// Readers wake together; a fair one holds its place in the queue.
+		return waitStyle{wake: wakeReaders, queued: k.fair}
+	case k.fair:
+		return waitStyle{wake: wakeAddressed, queued: true, prefix: "w:"}
+	}
+	// A waiting writer is queued: it holds back new readers while it refreshes its place.
+	return waitStyle{wake: wakeOne, queued: true}
+}
+
+func (k rwKind) keys(lk *lock) []string {
+	return []string{lk.keys.lock, lk.keys.leases, lk.keys.writers, lk.keys.queue, lk.keys.deadlines}
+}
+
+func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+	a := attempt{sent: time.Now()}
+	join, fence := "try", "0"
+	if r.join {
+		join = "wait"
+	}
+	if lk.fencing {
+		fence = "1"
+	}
+	reply, err := rwAcquireScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.fence),
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
+			join, k.arg()}).AsIntSlice()
+	if err != nil {
+		return a, lk.redisErr("acquire", err)
+	}
+	if len(reply) == 1 && reply[0] == -1 {
+		return a, lk.errorf("%w", invalidf("owner %q holds it only for reading: Lock would wait for itself "+
+			"(release the read holds first)", r.owner))
+	}
+	return lk.parseAttempt(a, reply)
+}
+
+func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error) {
+	r, err := rwReleaseScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+		[]string{owner, p.request, rwAccessArg[a], k.arg()}).AsIntSlice()
+	if err == nil && len(r) != 3 {
+		err = errBadReply
+	}
+	if err != nil {
+		return released{}, err
+	}
+	return released{left: r[0], woken: r[1], total: r[2]}, nil
+}
+
+func (k rwKind) leave(ctx context.Context, lk *lock, owner string, a access) error {
+	return rwLeaveScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+		[]string{owner, rwAccessArg[a], k.arg()}).Error()
+}
+
+func (rwKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+	return rwRenewScript, []string{lk.keys.lock, lk.keys.leases}
+}
+
+// Name returns the lock name given to NewRWMutex or NewFairRWMutex.
+func (rw *RWMutex) Name() string { return rw.name }
+
+// RLock acquires rw for reading for the owner in ctx (a fresh owner if ctx carries none),
+// blocking until it is acquired, ctx is done, or the Client is closed. An owner that holds rw
+// in either mode re-enters at once (read count + 1, read lease reset). It returns the hold
+// context, as [Mutex.Lock] does; on error it is nil and nothing is held.
+func (rw *RWMutex) RLock(ctx context.Context) (context.Context, error) {
+	return rw.observeAcquire(ctx, OpRLock, shared, 0, false, 0)
+}
+
+// TryRLock is [RWMutex.RLock] that gives up after wait with [ErrNotObtained]; wait 0 makes a
+// single attempt, which never jumps a waiting writer (or, fair, the queue). A wait that ends
+// leaves nothing in Redis.
+func (rw *RWMutex) TryRLock(ctx context.Context, wait time.Duration) (context.Context, error) {
+	return rw.observeAcquire(ctx, OpRLock, shared, 0, true, wait)
+}
+
+// RUnlock releases one read hold of the owner in ctx, as [Mutex.Unlock] releases a hold:
+// [ErrNotHeld] when the owner holds no read hold (a write hold is not released), [ErrLockLost]
+// when the lease was gone. When the owner holds nothing more, its hold contexts are cancelled;
+// when no reader is left, a waiting writer is woken.
+func (rw *RWMutex) RUnlock(ctx context.Context) error {
+	return rw.observeRelease(ctx, OpRUnlock, shared)
+}
+
+// Lock acquires rw for writing for the owner in ctx (a fresh owner if ctx carries none),
+// blocking until no other owner holds it in either mode, ctx is done, or the Client is closed.
+// The writer re-enters at once. An owner that holds only read holds gets an error wrapping
+// [ErrInvalid] at once, and nothing changes: it would wait for itself. It returns the hold
+// context, as [Mutex.Lock] does; on error it is nil and nothing is held.
+func (rw *RWMutex) Lock(ctx context.Context) (context.Context, error) {
+	return rw.observeAcquire(ctx, OpLock, exclusive, 0, false, 0)
+}
+
+// TryLock is [RWMutex.Lock] that gives up after wait with [ErrNotObtained]; wait 0 makes a
+// single attempt, which never jumps another waiting writer (or, fair, the queue). A wait that
+// ends leaves nothing in Redis.
+func (rw *RWMutex) TryLock(ctx context.Context, wait time.Duration) (context.Context, error) {
+	return rw.observeAcquire(ctx, OpLock, exclusive, 0, true, wait)
+}
+
+// Unlock releases one write hold of the owner in ctx, as [Mutex.Unlock] releases a hold:
+// [ErrNotHeld] when it holds no write hold (a read hold is not released). Releasing the last
+// write hold while read holds remain leaves the owner a reader (a downgrade) and lets other
+// readers in; its hold contexts live on until it holds nothing.
+func (rw *RWMutex) Unlock(ctx context.Context) error {
+	return rw.observeRelease(ctx, OpUnlock, exclusive)
+}
+
+// ForceUnlock deletes every hold of rw, whoever holds it, and wakes the waiters. It reports
+// whether anyone held it. This process's holds are cancelled with [ErrLockLost] at once; holders
+// in other processes learn it at their next renewal. A key of another type is an error
+// wrapping [ErrInvalid], and nothing is deleted.
+func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
+	return rw.forceUnlock(ctx, rwForceUnlockScript,
+		[]string{rw.keys.lock, rw.keys.leases, rw.keys.queue, rw.keys.channel}, []string{rw.kind.(rwKind).arg()})
+}
+
+// inspect reads {writer held, reader owners, read holds of owner, write holds of owner}.
+func (rw *RWMutex) inspect(ctx context.Context, owner string) ([]int64, error) {
+	if err := rw.check(ctx); err != nil {
+		return nil, err
+	}
+	ctx, cancel := readCtx(ctx)
+	defer cancel()
+	r, err := rwInspectScript.Exec(ctx, rw.c.rc, []string{rw.keys.lock, rw.keys.leases}, []string{owner}).AsIntSlice()
+	if err == nil && len(r) != 4 {
+		err = errBadReply
+	}
+	if err != nil {
+		return nil, rw.redisErr("inspect", err)
+	}
+	return r, nil
+}
+
+// IsLocked reports whether an owner holds rw for writing. It makes one round trip, bounded by
+// ctx.
+func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
+	r, err := rw.inspect(ctx, "")
+	return err == nil && r[0] == 1, err
+}
+
+// Readers returns the number of owners holding rw for reading (a writer that also reads
+// counts). It makes one round trip, bounded by ctx.
+func (rw *RWMutex) Readers(ctx context.Context) (int, error) {
+	r, err := rw.inspect(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	return int(r[1]), nil
+}
+
+// HoldCount returns the read and write holds the owner in ctx has on rw (0, 0 if none, or if
+// ctx carries no owner). It makes one round trip, bounded by ctx; an ended ctx still names
+// its owner and is read with a timeout of its own.
+func (rw *RWMutex) HoldCount(ctx context.Context) (read, write int, err error) {
+	if err := rw.check(ctx); err != nil {
+		return 0, 0, err
+	}
+	owner, ok, err := rw.callerOwner(ctx)
+	if !ok {
+		return 0, 0, err
+	}
+	r, err := rw.inspect(ctx, owner)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(r[2]), int(r[3]), nil
+}
+
+// Token returns the fencing token of the hold of rw that ctx carries, and true: a write
+// hold's own token, or for a read hold the counter when it was taken (the last writer's token,
+// 0 before any writer). It returns (0, false) without [WithFencing] or for a context that
+// carries no hold of rw. It does not block.
+func (rw *RWMutex) Token(ctx context.Context) (int64, bool) { return rw.token(ctx) }

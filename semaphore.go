@@ -1,0 +1,163 @@
+package rlock
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Semaphore is a distributed counting semaphore identified by a name: at most Permits
+// permits are out at any time, across all processes. Each Acquire takes n permits as one hold,
+// with a lease of its own (renewed by the watchdog, or fixed with [WithLease]) measured by the
+// Redis server's clock, so a holder that dies gives its permits back when its lease ends.
+// Waiters are served in arrival order. Create one with [Client.NewSemaphore].
+type Semaphore struct {
+	lock
+	permits int64
+}
+
+// semKind is the semaphore of permits permits (see lua/sem_acquire.lua for its keys).
+type semKind struct{ permits string }
+
+// NewSemaphore returns the semaphore called name with permits permits. It does not touch
+// Redis. permits < 1, [WithFencing], an empty name or an invalid option are reported by every
+// method as an error wrapping [ErrInvalid]. All semaphores of one name must agree on permits:
+// while one is in use (held or waited for), the count stored in Redis is checked.
+func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
+	s := &Semaphore{lock: c.newLock("semaphore", name, semKind{strconv.FormatInt(permits, 10)}, opts),
+		permits: permits}
+	s.ownerless = true
+	switch {
+	case s.err != nil:
+	case permits < 1:
+		s.err = s.errorf("%w", invalidf("permits %d is below 1", permits))
+	case s.fencing:
+		s.err = s.errorf("%w", invalidf("WithFencing is for mutexes, not semaphores"))
+	}
+	return s
+}
+
+func (semKind) name() string { return KindSemaphore }
+
+func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+
+func (semKind) keys(lk *lock) []string {
+	return []string{lk.keys.lock, lk.keys.leases, lk.keys.queue, lk.keys.deadlines, lk.keys.channel}
+}
+
+func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+	a := attempt{sent: time.Now()}
+	join := "try"
+	if r.join {
+		join = "wait"
+	}
+	reply, err := semAcquireScript.Exec(ctx, lk.c.rc, k.keys(lk),
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
+			lk.c.fairWaitMs, join}).AsIntSlice()
+	if err != nil {
+		return a, lk.redisErr("acquire", err)
+	}
+	if err := k.permitsErr(lk, reply); err != nil {
+		return a, err
+	}
+	return lk.parseAttempt(a, reply)
+}
+
+// permitsErr reports a script's {-3, stored} reply: the semaphore is in use with another
+// permit count.
+func (k semKind) permitsErr(lk *lock, reply []int64) error {
+	if len(reply) == 2 && reply[0] == -3 {
+		return lk.errorf("%w", invalidf("the semaphore is in use with %d permits, not %s", reply[1], k.permits))
+	}
+	return nil
+}
+
+func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+	r, err := semReleaseScript.Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).AsIntSlice()
+	if err == nil && len(r) != 2 {
+		err = errBadReply
+	}
+	if err != nil {
+		return released{}, err
+	}
+	return released{left: r[0], total: r[0], woken: r[1]}, nil
+}
+
+func (k semKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
+	return semLeaveScript.Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).Error()
+}
+
+func (semKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+	return semRenewScript, []string{lk.keys.lock, lk.keys.leases}
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Permits returns the permit count given to NewSemaphore.
+func (s *Semaphore) Permits() int64 { return s.permits }
+
+// Acquire takes n permits (1..Permits) as one new hold, whatever owner ctx carries, blocking
+// in arrival order until they are free, ctx is done, or the Client is closed. It returns the
+// hold context: derived from ctx (the owner it carries is left alone), cancelled with cause
+// [ErrLockLost] when the hold's lease is lost and with [context.Canceled] once Release has
+// given the permits back. On error the context is nil and nothing is held: ctx's error,
+// [ErrClosed], an error wrapping [ErrInvalid] (n out of range, another permit count in
+// Redis), or a Redis error reply.
+func (s *Semaphore) Acquire(ctx context.Context, n int64) (context.Context, error) {
+	if err := s.checkN(n); err != nil {
+		return nil, err
+	}
+	return s.observeAcquire(ctx, OpAcquire, exclusive, n, false, 0)
+}
+
+// TryAcquire is [Semaphore.Acquire] that gives up after wait with [ErrNotObtained]; wait 0
+// makes a single attempt, which never jumps the queue. A wait that ends leaves nothing in
+// Redis.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64, wait time.Duration) (context.Context, error) {
+	if err := s.checkN(n); err != nil {
+		return nil, err
+	}
+	return s.observeAcquire(ctx, OpAcquire, exclusive, n, true, wait)
+}
+
+// checkN validates the permits of one Acquire.
+func (s *Semaphore) checkN(n int64) error {
+	if s.err == nil && (n < 1 || n > s.permits) {
+		return s.errorf("%w", invalidf("cannot acquire %d of %d permits", n, s.permits))
+	}
+	return nil
+}
+
+// Release gives back the permits of the hold that ctx carries (the context Acquire returned,
+// or one derived from it), once: a retried Release never returns them twice, and a second one
+// returns [ErrNotHeld], as does a context that carries no hold. [ErrLockLost]: the lease had
+// ended, its permits were already back. It ignores ctx's cancellation, and after a transport
+// error the release stays pending as for [Mutex.Unlock]. The hold context is then cancelled
+// and the next waiter woken.
+func (s *Semaphore) Release(ctx context.Context) error {
+	return s.observeRelease(ctx, OpRelease, exclusive)
+}
+
+// Available returns how many permits are not held right now. It makes one round trip,
+// bounded by ctx; a semaphore in use with another permit count is an error wrapping
+// [ErrInvalid].
+func (s *Semaphore) Available(ctx context.Context) (int64, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	r, err := semInspectScript.Exec(ctx, s.c.rc, []string{s.keys.lock, s.keys.leases, s.keys.deadlines},
+		[]string{s.kind.(semKind).permits}).AsIntSlice()
+	if err == nil && len(r) != 2 {
+		err = errBadReply
+	}
+	if err != nil {
+		return 0, s.redisErr("available", err)
+	}
+	if err := s.kind.(semKind).permitsErr(&s.lock, r); err != nil {
+		return 0, err
+	}
+	return r[1], nil
+}
