@@ -1,35 +1,61 @@
 package rlock_test
 
-// TestChaos: 3 processes × 8 goroutines lock 3 names in every way the API allows (nested Lock,
-// short TryLock, Lock with a context that times out) while the test kills Redis connections
-// (CLIENT KILL TYPE normal / pubsub) every 20-300 ms. Every child process writes an
-// append-only log of its calls on stdout; the parent reads it live (a monitor compares it with
-// the lock hashes in Redis) and checks it after the run:
+// TestChaos: 3 processes × 8 goroutines take 5 locks in every way the API allows while the test
+// kills Redis connections (CLIENT KILL TYPE normal / pubsub) every 20-300 ms:
 //
-//   - no two holds of a name overlap (the log's enter/exit times lie inside the real holds:
-//     enter is taken after Lock returned, exit before Unlock is called), unless the library
-//     reported one of them lost (context cause or Unlock error ErrLockLost) at a time when its
-//     lease could have run out;
-//   - fencing tokens follow the holds: a hold that entered after another exited has a larger
-//     token;
-//   - no owner holds a lock in Redis for more than 2 s while no call of that owner is live
-//     (a phantom hold: others wait for nothing); an owner the logs have not named yet (Lock
-//     made it) gets chaosAnonGrace to show up in an E line first;
+//   - two mutexes (c0, c1): nested Lock, short TryLock, Lock with a context that times out;
+//   - two read-write mutexes (r0, r1): the same for read holds and for write holds (a nested
+//     write hold re-enters for writing or for reading), and a write hold downgraded to a read
+//     hold (Lock, RLock through it, Unlock, then RUnlock);
+//   - a semaphore of chaosSemPermits permits (s0): Acquire, TryAcquire and Acquire with a
+//     context that times out, of 1 or 2 permits each.
+//
+// A configuration runs the plain kinds (NewMutex, NewRWMutex) or the fair ones (NewFairMutex,
+// NewFairRWMutex), the semaphore in both, under one wait strategy. Every child process writes
+// an append-only log of its calls on stdout; the parent reads it live (a monitor compares it
+// with the lock hashes in Redis) and checks it after the run:
+//
+//   - exclusion: no write hold (every mutex hold is one) overlaps a hold of another owner, and
+//     the semaphore holds that overlap never add up to more than its permits (the log's
+//     enter/exit times lie inside the real holds: enter is taken after the acquiring call
+//     returned, exit before the release is called). Holds the library reported lost (context
+//     cause or release error ErrLockLost) at a time when their lease could have run out do not
+//     count: a conflict that needs one of them is reported, not failed;
+//   - fencing tokens follow the holds: a write hold that entered after another hold of its
+//     name exited has a larger token, a read hold one at least as large;
+//   - no owner holds a mutex or read-write mutex in Redis (a hash field whose lease has not
+//     run out) for more than 2 s while no call of that owner is live (a phantom hold: others
+//     wait for nothing; a call that returned an error must hold nothing); an owner the logs
+//     have not named yet (Lock made it) gets chaosAnonGrace to show up in an E line first. A
+//     semaphore hold has no owner, so its hold id (the hash field) is matched with the hold
+//     records the children's Observer reports instead (H lines): no hold in Redis for more than
+//     2 s that no process has a live record of (chaosAnonGrace for an id not reported yet);
+//   - hold records (Observer events, every kind): each started record ends exactly once, and
+//     none is still there for Close to end (every hold was released before Close): a record
+//     that outlives every call is a hold the library kept for nobody;
 //   - no call returns an error the API does not allow for it; ErrLockLost is allowed only once
-//     the lease (3 s, holds last milliseconds) could have run out.
+//     the lease (3 s, holds last milliseconds) could have run out;
+//   - no leftovers: each child, after Close, has no subscription left on any of its connections
+//     (CLIENT LIST, by client name) and no goroutine (goleak); the parent's env finds no keys
+//     but fencing counters and no channels under the prefix.
 //
 // -chaos.faults=false runs the same without the killer: a baseline that must pass.
 //
 // Log lines: "K proc goroutine name owner unixnano a b message", nine space-separated fields
 // (the message may hold spaces; "-" fills unused ones), where K is
 //
-//	B  a Lock or TryLock call begins: a = op (nested, try, wait), b = its bound in ns (0: none);
-//	   owner "-" when the call makes its own owner (then the owner is known only from E)
-//	E  it acquired: a = fencing token
+//	B  a call begins: a = op (see chaosOps), b = its bound in ns (0: none); owner "-" when the
+//	   call makes its own owner (then the owner is known only from E); message = permits asked
+//	   for (semaphore calls, whose owner is an id of the call: holds there have no owner)
+//	E  it acquired: a = fencing token (0 for a semaphore)
 //	F  it failed: a = error class
+//	D  a downgrade: the write hold ends here (its Unlock is called next) and a read hold of the
+//	   same owner goes on; a = token
 //	X  the critical section ends: a = token, b = "ok" or the class of the hold context's cause
-//	U  the Unlock of that hold returned: a = error class ("ok")
+//	U  the release of that hold returned: a = error class ("ok")
 //	W  another error: a = event (reenter, inner-unlock, unlock-retry, token-changed, ...), b = class
+//	H  an Observer hold event (goroutine -1: it belongs to no call): owner = the hold's owner
+//	   (a semaphore's: its hold id), a = started or ended, b = outcome (ended) or "-"
 
 import (
 	"bufio"
@@ -51,6 +77,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
+	"go.uber.org/goleak"
 )
 
 var (
@@ -62,6 +89,7 @@ var (
 const (
 	chaosProcs      = 3
 	chaosGoroutines = 8
+	chaosSemPermits = 3                      // permits of the semaphore
 	chaosWatchdog   = 3 * time.Second        // WatchdogTimeout of the children
 	chaosFairWait   = time.Second            // FairWaitTimeout of the children
 	chaosPhantom    = 2 * time.Second        // longest an owner may hold a lock in Redis with no live call
@@ -73,11 +101,38 @@ const (
 	chaosMaxReports = 10                   // details printed per kind of finding
 )
 
-// chaosNames are the lock names every child uses.
-var chaosNames = []string{"c0", "c1", "c2"}
+// Kinds of chaos locks.
+const (
+	chaosMutex = "mutex"
+	chaosRW    = "rw"
+	chaosSem   = "semaphore"
+)
 
-// TestChaos runs the chaos test for both mutex kinds and both wait strategies, each for
-// -chaos.duration.
+// chaosLock is a lock every child uses.
+type chaosLock struct{ name, kind string }
+
+// chaosLocks are the locks every child uses.
+var chaosLocks = []chaosLock{{"c0", chaosMutex}, {"c1", chaosMutex}, {"r0", chaosRW}, {"r1", chaosRW}, {"s0", chaosSem}}
+
+// chaosKindOf is the kind of the lock called name ("" if none).
+func chaosKindOf(name string) string {
+	for _, l := range chaosLocks {
+		if l.name == name {
+			return l.kind
+		}
+	}
+	return ""
+}
+
+// chaosOps are the ops of the children, per kind, in report order.
+var chaosOps = []string{
+	"nested", "try", "wait", // mutex
+	"read-nested", "read-try", "read-wait", "write-nested", "write-try", "write-wait", "downgrade", // rw
+	"sem-acquire", "sem-try", "sem-wait", // semaphore
+}
+
+// TestChaos runs the chaos test for both lock families (plain, fair) and both wait strategies,
+// each for -chaos.duration.
 func TestChaos(t *testing.T) {
 	needsThrowaway(t)
 	for _, kind := range []string{"plain", "fair"} {
@@ -139,9 +194,9 @@ func runChaos(t *testing.T, kind, wait string) {
 		}
 		<-readersDone
 	}
-	close(stopKiller) // the children ran their last Unlocks under faults too
-	// The monitor goes on until the lock keys are gone (or a lease and a bit has passed), so
-	// a hold left behind at the end is measured too.
+	close(stopKiller) // the children ran their last releases under faults too
+	// The monitor goes on until no lock is held in Redis (or a lease and a bit has passed),
+	// so a hold left behind at the end is measured too.
 	r.mu.Lock()
 	r.childrenGone = time.Now()
 	r.mu.Unlock()
@@ -165,22 +220,28 @@ func runChaos(t *testing.T, kind, wait string) {
 type chaosRun struct {
 	prefix   string
 	startNs  int64         // parent's clock at the start, UnixNano (times in reports are relative to it)
-	settled  chan struct{} // closed when the monitor finds no lock key after the children exited
+	settled  chan struct{} // closed when the monitor finds no hold after the children exited
 	kills    atomic.Int64  // CLIENT KILL commands that succeeded
 	killed   atomic.Int64  // connections they closed
 	killErrs atomic.Int64  // CLIENT KILL commands that failed (the killer's own connection was killed)
-	ticks    atomic.Int64  // monitor ticks that read all lock hashes
+	ticks    atomic.Int64  // monitor ticks that read all locks
 	tickErrs atomic.Int64  // monitor ticks that failed
 
 	mu           sync.Mutex
-	childrenGone time.Time              // zero while children run
-	calls        map[[2]int]*chaosCall  // each goroutine's current call, by (proc, goroutine)
-	owners       map[string]*chaosOwner // every owner seen in a log line
+	childrenGone time.Time               // zero while children run
+	calls        map[[2]int]*chaosCall   // each goroutine's current call, by (proc, goroutine)
+	owners       map[string]*chaosOwner  // every owner of a mutex or rw mutex seen in a log line
+	records      map[string]*chaosRecord // hold records (H lines), by name+" "+owner
+	recordErrs   []string                // hold records that did not start and end as they must
+	recordErrN   int
 	holds        []*chaosHold
 	stretches    map[string]*chaosStretch // (name, owner) in Redis with no live call, by name+" "+owner
 	firstSeen    map[string]time.Time     // when the monitor first saw (name, owner) in Redis
 	phantoms     []*chaosStretch          // stretches longer than chaosPhantom
 	longest      *chaosStretch            // longest stretch, phantom or not
+	seenTicks    map[string]int           // kind -> monitor ticks that saw a hold of that kind in Redis
+	semBook      []string                 // semaphore hashes whose permits-in-use field disagreed with their holds
+	semBookCount int
 	errCounts    map[string]int           // unexpected and tolerated error kinds -> count
 	errSamples   map[string][]chaosSample // a few events of each kind
 	failKinds    map[string]bool          // kinds that fail the test
@@ -188,27 +249,36 @@ type chaosRun struct {
 	parseErrs    []string
 }
 
-// chaosCall is one Lock/TryLock call of a child goroutine and the hold it took.
+// chaosCall is one acquiring call of a child goroutine and the hold it took.
 type chaosCall struct {
 	op    string
 	owner string // "-" until E when the call makes its own owner
 	bound time.Duration
 	begin int64 // child's UnixNano
+	n     int64 // permits asked for (semaphore)
 	hold  *chaosHold
+	prev  *chaosHold // the write hold a downgrade ended
 }
 
-// chaosHold is one acquisition, from E to U.
+// chaosHold is one acquisition, from E to U (for a downgrade: the write hold from E to D, and
+// the read hold from D to U).
 type chaosHold struct {
-	name, owner, op  string
-	proc, g          int
-	token            int64
-	begin            int64 // B, child's UnixNano
-	enter, exit      int64 // E and X; exit 0 if never logged
-	unlocked         int64 // U; 0 if never logged
-	lost             bool  // the library reported this hold lost (context cause or an ErrLockLost)
-	lostEarly        bool  // ... too soon for its lease to have run out
-	unlockClass, why string
+	name, kind, owner, op string
+	mode                  byte  // 'w' (write; every mutex hold), 'r' (read) or 's' (semaphore)
+	n                     int64 // permits (semaphore)
+	proc, g               int
+	token                 int64
+	begin                 int64 // B, child's UnixNano
+	enter, exit           int64 // E and X; exit 0 if never logged
+	unlocked              int64 // U; 0 if never logged
+	lost                  bool  // the library reported this hold lost (context cause or an ErrLockLost)
+	lostEarly             bool  // ... too soon for its lease to have run out
+	unlockClass, why      string
 }
+
+// excused reports whether h does not count in the exclusion checks: the library reported it
+// lost at a time when its lease could have run out.
+func (h *chaosHold) excused() bool { return h.lost && !h.lostEarly }
 
 // chaosOwner is what the logs say about one owner id, for the monitor.
 type chaosOwner struct {
@@ -219,7 +289,17 @@ type chaosOwner struct {
 	outcome      string
 }
 
-// chaosStretch is a time during which Redis showed owner holding name while no live call had it.
+// chaosRecord is a hold record a child's Observer reported (H lines).
+type chaosRecord struct {
+	proc           int
+	started, ended time.Time // parent's clock when its H lines arrived
+	live           bool
+	outcome        string
+	starts, ends   int
+}
+
+// chaosStretch is a time during which Redis showed owner (a semaphore's: a hold id) holding
+// name while no live call (semaphore: no live hold record) had it.
 type chaosStretch struct {
 	name, owner string
 	start, last time.Time // first and last monitor tick that saw it so
@@ -241,8 +321,10 @@ func newChaosRun(prefix string) *chaosRun {
 		prefix: prefix, startNs: now.UnixNano(), settled: make(chan struct{}),
 		calls:      make(map[[2]int]*chaosCall),
 		owners:     make(map[string]*chaosOwner),
+		records:    make(map[string]*chaosRecord),
 		stretches:  make(map[string]*chaosStretch),
 		firstSeen:  make(map[string]time.Time),
+		seenTicks:  make(map[string]int),
 		errCounts:  make(map[string]int),
 		errSamples: make(map[string][]chaosSample),
 		failKinds:  make(map[string]bool),
@@ -264,8 +346,8 @@ func (r *chaosRun) badLine(msg string) {
 	}
 }
 
-// line takes one log line of a child: it updates the live owners (for the monitor) and the
-// holds, error counts and wait figures (for the report).
+// line takes one log line of a child: it updates the live owners and permits (for the
+// monitor) and the holds, error counts and wait figures (for the report).
 func (r *chaosRun) line(s string) {
 	f := strings.SplitN(s, " ", 9)
 	if len(f) != 9 || len(f[0]) != 1 {
@@ -280,11 +362,20 @@ func (r *chaosRun) line(s string) {
 		return
 	}
 	name, owner, a, b, msg := f[3], f[4], f[6], f[7], f[8]
+	kind := chaosKindOf(name)
+	if kind == "" {
+		r.parseError("unknown lock: " + s)
+		return
+	}
 	now := time.Now()
 	pg := [2]int{proc, g}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if f[0] == "H" {
+		r.record(proc, name, owner, a, b, now, s)
+		return
+	}
 	call := r.calls[pg]
 	if f[0] != "B" && call == nil {
 		r.badLine("line without a call: " + s)
@@ -305,7 +396,14 @@ func (r *chaosRun) line(s string) {
 			r.ops[a] = st
 		}
 		st.calls++
-		if owner != "-" {
+		if kind == chaosSem {
+			n, err := strconv.ParseInt(msg, 10, 64)
+			if err != nil || n < 1 || n > chaosSemPermits {
+				r.badLine("bad permits: " + s)
+				return
+			}
+			call.n = n
+		} else if owner != "-" {
 			r.owners[owner] = &chaosOwner{proc: proc, g: g, name: name, op: a, began: now, live: true}
 		}
 	case "E":
@@ -314,22 +412,44 @@ func (r *chaosRun) line(s string) {
 			r.badLine("bad token: " + s)
 			return
 		}
-		o := r.owners[owner]
-		if o == nil {
-			o = &chaosOwner{proc: proc, g: g, name: name, op: call.op, began: now}
-			r.owners[owner] = o
+		mode := byte('w')
+		switch {
+		case kind == chaosSem:
+			mode = 's'
+		case strings.HasPrefix(call.op, "read-"):
+			mode = 'r'
 		}
-		o.live = true
-		h := &chaosHold{name: name, owner: owner, op: call.op, proc: proc, g: g, token: token, begin: call.begin, enter: ts}
+		if kind != chaosSem {
+			o := r.owners[owner]
+			if o == nil {
+				o = &chaosOwner{proc: proc, g: g, name: name, op: call.op, began: now}
+				r.owners[owner] = o
+			}
+			o.live = true
+		}
+		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: mode, n: call.n,
+			proc: proc, g: g, token: token, begin: call.begin, enter: ts}
 		call.hold, call.owner = h, owner
 		r.holds = append(r.holds, h)
 		r.waited(pg, call, ts, s)
 	case "F":
-		if o := r.owners[owner]; o != nil {
+		if o := r.owners[owner]; o != nil && kind != chaosSem {
 			o.live, o.ended, o.outcome = false, now, "its "+call.op+" call failed ("+a+")"
 		}
 		r.waited(pg, call, ts, s)
 		r.countErr(call, "lock:"+call.op, a, ts, s)
+	case "D":
+		token, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || call.hold == nil || call.hold.mode != 'w' || kind != chaosRW || call.prev != nil {
+			r.badLine("bad downgrade: " + s)
+			return
+		}
+		w := call.hold
+		w.exit, w.unlocked, w.unlockClass = ts, ts, "downgraded"
+		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: 'r',
+			proc: proc, g: g, token: token, begin: call.begin, enter: ts}
+		call.hold, call.prev = h, w
+		r.holds = append(r.holds, h)
 	case "X":
 		if call.hold == nil {
 			r.badLine("exit without enter: " + s)
@@ -338,7 +458,7 @@ func (r *chaosRun) line(s string) {
 		call.hold.exit = ts
 		if b != "ok" {
 			r.countErr(call, "hold-ended", b, ts, s)
-			call.hold.noteLost(b, "its hold context ended early: "+msg)
+			call.noteLost(b, "its hold context ended early: "+msg)
 		}
 	case "U":
 		if call.hold == nil {
@@ -346,27 +466,63 @@ func (r *chaosRun) line(s string) {
 			return
 		}
 		call.hold.unlocked, call.hold.unlockClass = ts, a
-		if o := r.owners[owner]; o != nil {
+		if o := r.owners[owner]; o != nil && kind != chaosSem {
 			o.live, o.ended, o.outcome = false, now, "unlocked ("+a+")"
 		}
 		if a != "ok" {
 			r.countErr(call, "unlock", a, ts, s)
-			call.hold.noteLost(a, "Unlock: "+msg)
+			call.noteLost(a, "release: "+msg)
 		}
 	case "W":
 		r.countErr(call, a, b, ts, s)
-		if call.hold != nil {
-			call.hold.noteLost(b, a+": "+msg)
-		}
+		call.noteLost(b, a+": "+msg)
 	default:
 		r.badLine("unknown line kind: " + s)
 	}
 }
 
-// noteLost marks h lost when class says the library reported the loss.
-func (h *chaosHold) noteLost(class, why string) {
-	if class == "lost" && !h.lost {
-		h.lost, h.why = true, why
+// record takes an H line of process proc (kind started or ended, outcome) about the hold
+// record of owner on name, which arrived at now. Called with mu held.
+func (r *chaosRun) record(proc int, name, owner, kind, outcome string, now time.Time, s string) {
+	key := name + " " + owner
+	rec := r.records[key]
+	bad := func(what string) {
+		r.recordErrN++
+		if len(r.recordErrs) < chaosMaxReports {
+			r.recordErrs = append(r.recordErrs, what+": "+s)
+		}
+	}
+	switch kind {
+	case "started":
+		if rec == nil {
+			rec = &chaosRecord{proc: proc}
+			r.records[key] = rec
+		}
+		if rec.live {
+			bad("a hold record started again before it ended")
+		}
+		rec.live, rec.started, rec.starts, rec.outcome = true, now, rec.starts+1, ""
+	case "ended":
+		if rec == nil || !rec.live {
+			bad("a hold record ended that had not started")
+			return
+		}
+		rec.live, rec.ended, rec.ends, rec.outcome = false, now, rec.ends+1, outcome
+		if outcome == "closed" {
+			bad("a hold record outlived every call (Close ended it; every hold had been released before Close)")
+		}
+	default:
+		r.badLine("unknown hold event: " + s)
+	}
+}
+
+// noteLost marks the call's holds lost when class says the library reported the loss (both
+// halves of a downgrade: their leases are renewed together).
+func (c *chaosCall) noteLost(class, why string) {
+	for _, h := range []*chaosHold{c.hold, c.prev} {
+		if h != nil && class == "lost" && !h.lost {
+			h.lost, h.why = true, why
+		}
 	}
 }
 
@@ -398,19 +554,21 @@ const (
 	chaosFailing          // the API does not allow it here: the test fails
 )
 
-// chaosVerdict judges an error of class (see chaosClass) at event: a failed call
-// ("lock:nested", "lock:try", "lock:wait"), "hold-ended" (a hold context ended before
-// Unlock), "unlock", or a child's W event. It returns the kind counted ("event:class").
+// chaosVerdict judges an error of class (see chaosClass) at event: a failed call ("lock:" and
+// its op), "hold-ended" (a hold context ended before its release), "unlock" (a release), or a
+// child's W event. It returns the kind counted ("event:class").
 func chaosVerdict(event, class string) (string, int) {
 	kind := event + ":" + class
+	op, isCall := strings.CutPrefix(event, "lock:")
+	try := isCall && (op == "try" || strings.HasSuffix(op, "-try"))
+	bounded := isCall && (op == "wait" || strings.HasSuffix(op, "-wait"))
 	switch {
-	case event == "lock:try" && class == "notobtained",
-		event == "lock:wait" && class == "deadline":
+	case try && class == "notobtained", bounded && class == "deadline":
 		return kind, chaosExpected
-	case class == "lost" && (event == "hold-ended" || event == "unlock" || event == "reenter" || event == "inner-unlock"):
+	case class == "lost" && slices.Contains([]string{"hold-ended", "unlock", "reenter", "inner-unlock", "downgrade-unlock", "downgrade-ended"}, event):
 		// ErrLockLost: the lease ran out under faults, and the library said so.
 		return kind, chaosTolerated
-	case event == "lock:try" && class == "transport":
+	case try && class == "transport":
 		// A single attempt (or the last one) whose connection was killed: nothing is held.
 		return kind, chaosTolerated
 	}
@@ -422,20 +580,25 @@ func chaosVerdict(event, class string) (string, int) {
 // after the lease began cannot be a lease that ran out (and holds here last milliseconds): it
 // counts as "lost-early", which fails the test. The lease began when the acquiring script was
 // sent: after the call began, and (allowing a round trip of up to chaosMaxRTT) no earlier than
-// chaosMaxRTT before Lock returned. Called with mu held.
+// chaosMaxRTT before the call returned. Called with mu held.
 func (r *chaosRun) countErr(call *chaosCall, event, class string, ts int64, s string) {
 	kind, verdict := chaosVerdict(event, class)
 	if verdict == chaosExpected {
 		return
 	}
 	leaseFrom := call.begin
-	if call.hold != nil {
-		leaseFrom = max(leaseFrom, call.hold.enter-int64(chaosMaxRTT))
+	if h := call.hold; h != nil {
+		if call.prev != nil {
+			h = call.prev // a downgrade's read hold was taken while it held the write hold
+		}
+		leaseFrom = max(leaseFrom, h.enter-int64(chaosMaxRTT))
 	}
 	if class == "lost" && time.Duration(ts-leaseFrom) < chaosWatchdog/2 {
 		kind, verdict = event+":lost-early", chaosFailing
-		if call.hold != nil {
-			call.hold.lostEarly = true
+		for _, h := range []*chaosHold{call.hold, call.prev} {
+			if h != nil {
+				h.lostEarly = true
+			}
 		}
 	}
 	r.errCounts[kind]++
@@ -475,13 +638,28 @@ func (r *chaosRun) kill(rc rueidis.Client, stop <-chan struct{}) {
 	}
 }
 
-// monitor reads every lock hash every chaosTick until stop is closed and tracks owners that
-// Redis shows holding a lock while no live call of theirs is in the logs. Failed reads (its
-// connection was killed) are skipped.
+// chaosSnapshot is what one monitor tick read from Redis.
+type chaosSnapshot struct {
+	held    map[string][]string // lock name -> owners (semaphore: hold ids) holding it (live lease)
+	semBook []string            // semaphore hashes whose "\x01u" disagrees with their holds
+}
+
+// monitor reads every lock every chaosTick until stop is closed and tracks owners that Redis
+// shows holding a lock while no live call of theirs is in the logs, and semaphore holds no
+// process has a live record of. Failed reads (its connection was killed) are skipped.
+//
+// What it reads (the layout of each kind): a mutex's hash P:{name} has a field per owner; a
+// read-write mutex's hash has fields "r:<owner>" and "w:<owner>", and its zset P:{name}:leases
+// the lease end (server ms) of each; a semaphore's hash has a field per hold (its permits) and
+// "\x01u" (permits in use), and its leases zset the lease end of each hold. Fields that start
+// with NUL or \x01 are internal. A hold counts while its lease has not run out (a field with no
+// lease counts too).
 func (r *chaosRun) monitor(rc rueidis.Client, stop <-chan struct{}) {
-	cmds := make(rueidis.Commands, len(chaosNames))
-	for i, name := range chaosNames {
-		cmds[i] = rc.B().Hgetall().Key(r.prefix + ":{" + name + "}").Build().Pin()
+	cmds := rueidis.Commands{rc.B().Time().Build().Pin()}
+	for _, l := range chaosLocks {
+		base := r.prefix + ":{" + l.name + "}"
+		cmds = append(cmds, rc.B().Hgetall().Key(base).Build().Pin(),
+			rc.B().Zrange().Key(base+":leases").Min("0").Max("-1").Withscores().Build().Pin())
 	}
 	tick := time.NewTicker(chaosTick)
 	defer tick.Stop()
@@ -499,36 +677,94 @@ func (r *chaosRun) monitor(rc rueidis.Client, stop <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		res := rc.DoMulti(ctx, cmds...)
 		cancel()
-		held := make(map[string][]string) // name -> owners in Redis
-		ok := true
-		for i, rr := range res {
-			m, err := rr.AsStrMap()
-			if err != nil {
-				ok = false
-				break
-			}
-			for field := range m {
-				if !strings.HasPrefix(field, "\x00") { // internal markers start with NUL
-					held[chaosNames[i]] = append(held[chaosNames[i]], field)
-				}
-			}
-		}
-		if !ok {
+		snap, err := chaosRead(res)
+		if err != nil {
 			r.tickErrs.Add(1)
 			continue
 		}
 		r.ticks.Add(1)
-		r.observe(time.Now(), held)
+		r.observe(time.Now(), snap)
 	}
 }
 
-// observe compares one snapshot of the lock hashes (name -> owners) taken at now with the live
-// calls of the logs.
-func (r *chaosRun) observe(now time.Time, held map[string][]string) {
+// chaosRead makes a snapshot of the replies to the monitor's commands.
+func chaosRead(res []rueidis.RedisResult) (*chaosSnapshot, error) {
+	t, err := res[0].AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(t) != 2 {
+		return nil, fmt.Errorf("TIME: %q", t)
+	}
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	usec, err2 := strconv.ParseInt(t[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	nowMs := float64(sec*1000 + usec/1000)
+	snap := &chaosSnapshot{held: make(map[string][]string)}
+	for i, l := range chaosLocks {
+		fields, err := res[1+2*i].AsStrMap()
+		if err != nil {
+			return nil, err
+		}
+		zs, err := res[2+2*i].AsZScores()
+		if err != nil {
+			return nil, err
+		}
+		leases := make(map[string]float64, len(zs))
+		for _, z := range zs {
+			leases[z.Member] = z.Score
+		}
+		live := func(member string) bool {
+			end, ok := leases[member]
+			return !ok || end > nowMs
+		}
+		var sum int64
+		for field, value := range fields {
+			if strings.HasPrefix(field, "\x00") || strings.HasPrefix(field, "\x01") {
+				continue // internal markers
+			}
+			switch l.kind {
+			case chaosMutex:
+				snap.held[l.name] = append(snap.held[l.name], field)
+			case chaosRW:
+				owner, ok := strings.CutPrefix(field, "r:")
+				if !ok {
+					owner, ok = strings.CutPrefix(field, "w:")
+				}
+				if ok && live(field) && !slices.Contains(snap.held[l.name], owner) {
+					snap.held[l.name] = append(snap.held[l.name], owner)
+				}
+			case chaosSem:
+				n, err := strconv.ParseInt(value, 10, 64)
+				if err != nil {
+					snap.semBook = append(snap.semBook, fmt.Sprintf("%s: hold %q has %q permits", l.name, field, value))
+					continue
+				}
+				sum += n
+				if live(field) {
+					snap.held[l.name] = append(snap.held[l.name], field)
+				}
+			}
+		}
+		if l.kind == chaosSem {
+			if u, ok := fields["\x01u"]; ok && u != strconv.FormatInt(sum, 10) {
+				snap.semBook = append(snap.semBook, fmt.Sprintf("%s: permits in use %q, its holds have %d: %q", l.name, u, sum, fields))
+			}
+		}
+	}
+	return snap, nil
+}
+
+// observe compares one snapshot of the locks, taken at now, with the live calls of the logs.
+func (r *chaosRun) observe(now time.Time, snap *chaosSnapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := make(map[string]bool)
-	for name, owners := range held {
+	kinds := make(map[string]bool)
+	for name, owners := range snap.held {
+		kinds[chaosKindOf(name)] = true
 		for _, owner := range owners {
 			key := name + " " + owner
 			seen[key] = true
@@ -549,6 +785,15 @@ func (r *chaosRun) observe(now time.Time, held map[string][]string) {
 			}
 		}
 	}
+	for kind := range kinds {
+		r.seenTicks[kind]++
+	}
+	for _, b := range snap.semBook {
+		r.semBookCount++
+		if len(r.semBook) < chaosMaxReports {
+			r.semBook = append(r.semBook, b)
+		}
+	}
 	for key, s := range r.stretches {
 		if !seen[key] {
 			r.closeStretch(key, s)
@@ -559,7 +804,7 @@ func (r *chaosRun) observe(now time.Time, held map[string][]string) {
 			delete(r.firstSeen, key)
 		}
 	}
-	if len(held) == 0 && !r.childrenGone.IsZero() {
+	if len(snap.held) == 0 && !r.childrenGone.IsZero() {
 		select {
 		case <-r.settled:
 		default:
@@ -568,13 +813,19 @@ func (r *chaosRun) observe(now time.Time, held map[string][]string) {
 	}
 }
 
-// credited reports whether a live call accounts for owner holding name in Redis at now. An
-// owner the logs have not named yet belongs to a call that makes its own owner (its E line,
-// due milliseconds after Redis granted the lock, names it): it is credited for chaosAnonGrace
-// after the monitor first saw it. Past that, a Lock that acquired still has not returned, or
-// a call that failed left its hold behind. Called with mu held.
+// credited reports whether a live call accounts for owner holding name in Redis at now (for
+// the semaphore: whether a live hold record has hold id owner). An owner the logs have not
+// named yet belongs to a call that makes its own owner (its E line, due milliseconds after
+// Redis granted the lock, names it; a hold record is reported as the call learns of the
+// grant): it is credited for chaosAnonGrace after the monitor first saw it. Past that, a call
+// that acquired still has not returned, or a call that failed left its hold behind. Called
+// with mu held.
 func (r *chaosRun) credited(name, owner string, now time.Time) bool {
-	if o := r.owners[owner]; o != nil {
+	if chaosKindOf(name) == chaosSem {
+		if rec := r.records[name+" "+owner]; rec != nil {
+			return rec.live
+		}
+	} else if o := r.owners[owner]; o != nil {
 		return o.live
 	}
 	return now.Sub(r.firstSeen[name+" "+owner]) < chaosAnonGrace
@@ -584,11 +835,16 @@ func (r *chaosRun) credited(name, owner string, now time.Time) bool {
 // longest. Called with mu held.
 func (r *chaosRun) closeStretch(key string, s *chaosStretch) {
 	delete(r.stretches, key)
-	if o := r.owners[s.owner]; o != nil {
+	rec := r.records[s.name+" "+s.owner]
+	switch o := r.owners[s.owner]; {
+	case o != nil:
 		s.about = fmt.Sprintf("owner of process %d goroutine %d, %s call on %s began at %s, %s at %s",
 			o.proc, o.g, o.op, o.name, r.rel(o.began.UnixNano()), o.outcome, r.rel(o.ended.UnixNano()))
-	} else {
-		s.about = "an owner not named in the logs (made by a Lock or TryLock that failed, or has not returned)"
+	case rec != nil:
+		s.about = fmt.Sprintf("a hold of process %d whose record started at %s and ended (%s) at %s",
+			rec.proc, r.rel(rec.started.UnixNano()), rec.outcome, r.rel(rec.ended.UnixNano()))
+	default:
+		s.about = "an owner or hold not named in the logs (made by a call that failed, or has not returned)"
 	}
 	d := s.last.Sub(s.start)
 	if r.longest == nil || d > r.longest.last.Sub(r.longest.start) {
@@ -609,8 +865,9 @@ func (r *chaosRun) rel(ns int64) string {
 
 // describe formats a hold for a report.
 func (r *chaosRun) describe(h *chaosHold) string {
-	s := fmt.Sprintf("[proc %d g %d %s owner %s token %d: called %s, entered %s, exited %s, unlocked %s (%s)",
-		h.proc, h.g, h.op, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), r.rel(h.unlocked), h.unlockClass)
+	what := map[byte]string{'w': "write", 'r': "read", 's': fmt.Sprintf("%d permits", h.n)}[h.mode]
+	s := fmt.Sprintf("[proc %d g %d %s (%s) owner %s token %d: called %s, entered %s, exited %s, released %s (%s)",
+		h.proc, h.g, h.op, what, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), r.rel(h.unlocked), h.unlockClass)
 	if h.lost {
 		s += ", reported lost: " + h.why
 	}
@@ -620,31 +877,77 @@ func (r *chaosRun) describe(h *chaosHold) string {
 	return s + "]"
 }
 
+// describeAll formats holds for a report.
+func (r *chaosRun) describeAll(hs []*chaosHold) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = r.describe(h)
+	}
+	return strings.Join(parts, " and ")
+}
+
 // chaosPair is two holds of one name that break a check.
 type chaosPair struct{ a, b *chaosHold }
 
-// overlaps returns, per name, the holds that overlap an earlier one (with that one), split
-// into those the API allows (the library reported one of the two lost, and not so early that
-// its lease cannot have run out) and the others.
-func overlaps(holds []*chaosHold) (bad, excused []chaosPair) {
+// chaosConflict is a set of holds of one name that were out together although the lock does
+// not allow it: two holds of different owners of which one writes, or semaphore holds with
+// more permits than it has.
+type chaosConflict struct {
+	name    string
+	holds   []*chaosHold
+	permits int64 // semaphore: the permits they held together
+}
+
+// conflicts returns the sets of holds, per name, that were out together against the rules of
+// their lock: each hold with the holds out when it entered that it conflicts with. They are
+// split into those the API allows (the conflict disappears without the holds the library
+// reported lost at a time their lease could have run out) and the others.
+func conflicts(holds []*chaosHold) (bad, excused []chaosConflict) {
 	byName := make(map[string][]*chaosHold)
 	for _, h := range holds {
 		byName[h.name] = append(byName[h.name], h)
 	}
-	for _, hs := range byName {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].enter < hs[j].enter })
-		var open *chaosHold // the hold with the latest exit so far
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		hs := byName[name]
+		sort.SliceStable(hs, func(i, j int) bool { return hs[i].enter < hs[j].enter })
+		var out []*chaosHold // the holds not yet exited when the current one entered
 		for _, h := range hs {
-			if open != nil && h.enter < exitOf(open) {
-				if open.lost && !open.lostEarly || h.lost && !h.lostEarly {
-					excused = append(excused, chaosPair{open, h})
-				} else {
-					bad = append(bad, chaosPair{open, h})
+			out = slices.DeleteFunc(out, func(o *chaosHold) bool { return exitOf(o) <= h.enter })
+			if chaosKindOf(name) == chaosSem {
+				var all, counted int64
+				for _, o := range append(slices.Clone(out), h) {
+					all += o.n
+					if !o.excused() {
+						counted += o.n
+					}
+				}
+				if all > chaosSemPermits {
+					c := chaosConflict{name: name, holds: append(slices.Clone(out), h), permits: all}
+					if counted > chaosSemPermits {
+						bad = append(bad, c)
+					} else {
+						excused = append(excused, c)
+					}
+				}
+			} else {
+				for _, o := range out {
+					if o.owner == h.owner || o.mode != 'w' && h.mode != 'w' {
+						continue
+					}
+					c := chaosConflict{name: name, holds: []*chaosHold{o, h}}
+					if o.excused() || h.excused() {
+						excused = append(excused, c)
+					} else {
+						bad = append(bad, c)
+					}
 				}
 			}
-			if open == nil || exitOf(h) > exitOf(open) {
-				open = h
-			}
+			out = append(out, h)
 		}
 	}
 	return bad, excused
@@ -658,12 +961,14 @@ func exitOf(h *chaosHold) int64 {
 	return h.exit
 }
 
-// fencingViolations returns pairs (a, b) of holds of one name where b entered after a exited
-// but b's token is not larger than a's.
+// fencingViolations returns pairs (a, b) of holds of one mutex or rw mutex where b entered
+// after a exited but b's token is smaller than a's, or not larger if b is a write hold.
 func fencingViolations(holds []*chaosHold) []chaosPair {
 	byName := make(map[string][]*chaosHold)
 	for _, h := range holds {
-		byName[h.name] = append(byName[h.name], h)
+		if h.kind != chaosSem {
+			byName[h.name] = append(byName[h.name], h)
+		}
 	}
 	var bad []chaosPair
 	for _, hs := range byName {
@@ -678,8 +983,11 @@ func fencingViolations(holds []*chaosHold) []chaosPair {
 		}
 		for _, b := range hs {
 			k := sort.Search(len(byExit), func(i int) bool { return exitOf(byExit[i]) >= b.enter })
-			if k > 0 && maxTok[k-1].token >= b.token {
-				bad = append(bad, chaosPair{maxTok[k-1], b})
+			if k == 0 {
+				continue
+			}
+			if a := maxTok[k-1]; a.token > b.token || a.token == b.token && b.mode == 'w' {
+				bad = append(bad, chaosPair{a, b})
 			}
 		}
 	}
@@ -694,9 +1002,10 @@ func (r *chaosRun) report(t *testing.T, config string) {
 	for _, msg := range r.parseErrs {
 		t.Errorf("test bug: %s", msg)
 	}
-	bad, excused := overlaps(r.holds)
+	bad, excused := conflicts(r.holds)
 	fencing := fencingViolations(r.holds)
 	lost := 0
+	perKind := make(map[string]int)
 	for _, h := range r.holds {
 		if h.lost {
 			lost++
@@ -704,33 +1013,76 @@ func (r *chaosRun) report(t *testing.T, config string) {
 		if h.exit == 0 || h.unlocked == 0 {
 			t.Errorf("hold never finished in the log: %s", r.describe(h))
 		}
+		if h.unlockClass != "downgraded" {
+			perKind[h.kind]++
+		}
 	}
-	for i, p := range bad {
+	for _, kind := range []string{chaosMutex, chaosRW, chaosSem} {
+		// A monitor that never sees a kind held checks nothing for it: the layout it reads
+		// (see monitor) is not the library's any more.
+		if perKind[kind] >= 20 && r.seenTicks[kind] == 0 && r.ticks.Load() > 20 {
+			t.Errorf("test bug: the monitor never saw a %s held in Redis in %d ticks (%d acquisitions): has the key layout changed?",
+				kind, r.ticks.Load(), perKind[kind])
+		}
+	}
+	for _, msg := range r.recordErrs {
+		t.Errorf("HOLD RECORD: %s", msg)
+	}
+	if r.recordErrN > len(r.recordErrs) {
+		t.Errorf("... %d hold record findings in all", r.recordErrN)
+	}
+	started, stillLive := 0, 0
+	for key, rec := range r.records {
+		started += rec.starts
+		if rec.live {
+			stillLive++
+			if stillLive <= chaosMaxReports {
+				t.Errorf("HOLD RECORD of process %d on %s never ended (started at %s)", rec.proc, key, r.rel(rec.started.UnixNano()))
+			}
+		}
+	}
+	if started == 0 && len(r.holds) > 0 {
+		t.Errorf("test bug: no hold record reported (the children's Observer)")
+	}
+	for i, b := range r.semBook {
+		if i == 0 {
+			t.Errorf("SEMAPHORE BOOKKEEPING: %d monitor ticks found the permits in use differ from the holds", r.semBookCount)
+		}
+		t.Errorf("  %s", b)
+	}
+	describeConflict := func(c chaosConflict) string {
+		if c.permits > 0 {
+			return fmt.Sprintf("%d permits of %d held by %s", c.permits, chaosSemPermits, r.describeAll(c.holds))
+		}
+		return r.describeAll(c.holds)
+	}
+	for i, c := range bad {
 		if i == chaosMaxReports {
 			t.Errorf("... %d overlaps in all", len(bad))
 			break
 		}
-		t.Errorf("OVERLAP on %s: %s and %s", p.a.name, r.describe(p.a), r.describe(p.b))
+		t.Errorf("OVERLAP on %s: %s", c.name, describeConflict(c))
 	}
-	for i, p := range excused {
+	for i, c := range excused {
 		if i == chaosMaxReports {
 			break
 		}
-		t.Logf("overlap with a hold reported lost, on %s: %s and %s", p.a.name, r.describe(p.a), r.describe(p.b))
+		t.Logf("overlap with a hold reported lost, on %s: %s", c.name, describeConflict(c))
 	}
 	for i, p := range fencing {
 		if i == chaosMaxReports {
 			t.Errorf("... %d fencing violations in all", len(fencing))
 			break
 		}
-		t.Errorf("FENCING on %s: %s exited before %s entered, but its token is not smaller", p.a.name, r.describe(p.a), r.describe(p.b))
+		t.Errorf("FENCING on %s: %s exited before %s entered, but its token is larger (or not smaller than a write hold's)",
+			p.a.name, r.describe(p.a), r.describe(p.b))
 	}
 	for i, s := range r.phantoms {
 		if i == chaosMaxReports {
 			t.Errorf("... %d phantom stalls in all", len(r.phantoms))
 			break
 		}
-		t.Errorf("PHANTOM on %s: Redis showed owner %s holding it from %s to %s (%v) with no live call of it; %s",
+		t.Errorf("PHANTOM on %s: Redis showed %s holding it from %s to %s (%v) with no live call of it; %s",
 			s.name, s.owner, r.rel(s.start.UnixNano()), r.rel(s.last.UnixNano()), s.last.Sub(s.start).Round(time.Millisecond), s.about)
 	}
 	kinds := make([]string, 0, len(r.errCounts))
@@ -763,7 +1115,7 @@ func (r *chaosRun) report(t *testing.T, config string) {
 
 	var opParts []string
 	worst, worstOp, worstCall, overshoot := time.Duration(0), "", "", time.Duration(0)
-	for _, op := range []string{"nested", "try", "wait"} {
+	for _, op := range chaosOps {
 		st := r.ops[op]
 		if st == nil {
 			continue
@@ -776,20 +1128,28 @@ func (r *chaosRun) report(t *testing.T, config string) {
 		t.Logf("%s: %d calls, %d acquired, worst call %v, worst overshoot of its bound %v",
 			op, st.calls, st.acquired, st.worstWait.Round(time.Microsecond), st.worstOvershoot.Round(time.Microsecond))
 	}
+	for op := range r.ops {
+		if !slices.Contains(chaosOps, op) {
+			t.Errorf("test bug: unknown op %q", op)
+		}
+	}
 	longest := time.Duration(0)
 	if r.longest != nil && r.longest.last.After(r.longest.start) {
 		longest = r.longest.last.Sub(r.longest.start)
-		t.Logf("longest stretch with no live call: %v on %s, owner %s (%s)", longest.Round(time.Millisecond), r.longest.name, r.longest.owner, r.longest.about)
+		t.Logf("longest stretch with no live call: %v on %s, %s (%s)", longest.Round(time.Millisecond), r.longest.name, r.longest.owner, r.longest.about)
 	}
 	t.Logf("worst wait %v: %s call of %s", worst.Round(time.Microsecond), worstOp, worstCall)
-	t.Logf("monitor: %d ticks read, %d failed; killer: %d kills, %d connections killed, %d failed",
-		r.ticks.Load(), r.tickErrs.Load(), r.kills.Load(), r.killed.Load(), r.killErrs.Load())
+	t.Logf("hold records: %d started, %d never ended", started, stillLive)
+	t.Logf("monitor: %d ticks read, %d failed (ticks with a hold seen: %d mutex, %d rw, %d semaphore); killer: %d kills, %d connections killed, %d failed",
+		r.ticks.Load(), r.tickErrs.Load(), r.seenTicks[chaosMutex], r.seenTicks[chaosRW], r.seenTicks[chaosSem],
+		r.kills.Load(), r.killed.Load(), r.killErrs.Load())
 	faults := "off"
 	if *chaosFaults {
 		faults = fmt.Sprintf("%d kills sent, %d connections killed", r.kills.Load(), r.killed.Load())
 	}
-	fmt.Printf("chaos %s: %v, %d procs x %d goroutines: %d acquisitions (%s); faults: %s; overlaps %d (+%d with a hold reported lost); fencing violations %d; phantom stalls %d (longest stretch %v); worst wait %v (%s), worst overshoot %v; lost holds %d; errors: %s\n",
-		config, *chaosDuration, chaosProcs, chaosGoroutines, len(r.holds), strings.Join(opParts, ", "), faults,
+	fmt.Printf("chaos %s: %v, %d procs x %d goroutines: %d acquisitions (mutex %d, rw %d, semaphore %d; %s); faults: %s; overlaps %d (+%d with a hold reported lost); fencing violations %d; phantom stalls %d (longest stretch %v); worst wait %v (%s), worst overshoot %v; lost holds %d; errors: %s\n",
+		config, *chaosDuration, chaosProcs, chaosGoroutines, perKind[chaosMutex]+perKind[chaosRW]+perKind[chaosSem],
+		perKind[chaosMutex], perKind[chaosRW], perKind[chaosSem], strings.Join(opParts, ", "), faults,
 		len(bad), len(excused), len(fencing), len(r.phantoms), longest.Round(time.Millisecond),
 		worst.Round(time.Millisecond), worstOp, overshoot.Round(time.Millisecond), lost, strings.Join(errSummary, " "))
 }
@@ -797,11 +1157,12 @@ func (r *chaosRun) report(t *testing.T, config string) {
 // ---- child side ----
 
 // runChaosChild is main() of a TestChaos child process (RLOCK_TEST_HELPER=chaos): 8 goroutines
-// lock the 3 names in random ways for DURATION and log every step on stdout. It returns 0 when
-// every goroutine finished and all holds were released, 1 when Close failed, 2 on a setup
-// error, and 3 when goroutines were still busy chaosChildGrace after the run (they are listed
-// on stderr).
+// take the locks in random ways for DURATION and log every step on stdout. It returns 0 when
+// every goroutine finished, all holds were released and Close left nothing behind, 1 when
+// Close failed, 2 on a setup error, 3 when goroutines were still busy chaosChildGrace after the
+// run (they are listed on stderr), and 4 when a subscription or a goroutine outlived Close.
 func runChaosChild() int {
+	goroutinesBefore := goleak.IgnoreCurrent()
 	proc, err1 := strconv.Atoi(os.Getenv("PROC"))
 	dur, err2 := time.ParseDuration(os.Getenv("DURATION"))
 	watchdog, err3 := time.ParseDuration(os.Getenv("WATCHDOG"))
@@ -810,36 +1171,48 @@ func runChaosChild() int {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	rc, err := chaosRueidis(os.Getenv("REDIS_ADDR"))
+	clientName := fmt.Sprintf("rlock-chaos-%s-%d", os.Getenv("PREFIX"), proc)
+	rc, err := chaosRueidis(os.Getenv("REDIS_ADDR"), clientName)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX"), WatchdogTimeout: watchdog, FairWaitTimeout: fairWait, Wait: rlock.PubSub()}
+	log := newChaosLog(os.Stdout)
+	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX"), WatchdogTimeout: watchdog, FairWaitTimeout: fairWait, Wait: rlock.PubSub(),
+		Observer: chaosObserver{proc: proc, log: log}}
 	if os.Getenv("WAIT") == "spin" {
 		opts.Wait = rlock.Spin(5 * time.Millisecond)
 	}
 	c, err := rlock.New(rc, opts)
 	if err != nil {
 		rc.Close()
+		log.close()
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	newMutex := c.NewMutex
+	newMutex, newRW := c.NewMutex, c.NewRWMutex
 	if os.Getenv("KIND") == "fair" {
-		newMutex = c.NewFairMutex
+		newMutex, newRW = c.NewFairMutex, c.NewFairRWMutex
 	}
-	mutexes := make([]*rlock.Mutex, len(chaosNames))
-	for i, name := range chaosNames {
-		mutexes[i] = newMutex(name, rlock.WithFencing())
+	targets := make([]*chaosTarget, len(chaosLocks))
+	for i, l := range chaosLocks {
+		t := &chaosTarget{name: l.name, kind: l.kind}
+		switch l.kind {
+		case chaosMutex:
+			t.m = newMutex(l.name, rlock.WithFencing())
+		case chaosRW:
+			t.rw = newRW(l.name, rlock.WithFencing())
+		case chaosSem:
+			t.s = c.NewSemaphore(l.name, chaosSemPermits)
+		}
+		targets[i] = t
 	}
 
-	log := newChaosLog(os.Stdout)
 	end := time.Now().Add(dur)
 	workers := make([]*chaosWorker, chaosGoroutines)
 	var wg sync.WaitGroup
 	for g := range workers {
-		w := &chaosWorker{proc: proc, g: g, log: log, mutexes: mutexes,
+		w := &chaosWorker{proc: proc, g: g, log: log, targets: targets,
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(proc*chaosGoroutines+g)))}
 		workers[g] = w
 		wg.Add(1)
@@ -851,11 +1224,20 @@ func runChaosChild() int {
 	case <-done:
 		// Every hold was released: nothing is left for Close to drop.
 		err := c.Close()
+		left := chaosSubscriptionsLeft(rc, clientName)
 		rc.Close()
 		log.close()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos child: Close:", err)
 			return 1
+		}
+		if left != nil {
+			fmt.Fprintf(os.Stderr, "chaos child %d: after Close: %v\n", proc, left)
+			return 4
+		}
+		if err := goleak.Find(goroutinesBefore); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos child %d: goroutines left after Close: %v\n", proc, err)
+			return 4
 		}
 		return 0
 	case <-time.After(dur + chaosChildGrace):
@@ -871,18 +1253,53 @@ func runChaosChild() int {
 	}
 }
 
-// chaosRueidis connects to addr, retrying for a while: the parent's killer may already be
-// closing connections, the first one included.
-func chaosRueidis(addr string) (rueidis.Client, error) {
+// chaosRueidis connects to addr with client name name on every connection, retrying for a
+// while: the parent's killer may already be closing connections, the first one included.
+func chaosRueidis(addr, name string) (rueidis.Client, error) {
 	var err error
 	for range 50 {
 		var rc rueidis.Client
-		if rc, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}); err == nil {
+		if rc, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ClientName: name}); err == nil {
 			return rc, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, err
+}
+
+// chaosSubscriptionsLeft returns an error naming the connections called name (this child's)
+// that Redis shows subscribed to anything, nil when there are none. An UNSUBSCRIBE sent by Close
+// may still be on its way: it retries for up to 3 s (also through the killer's kills).
+func chaosSubscriptionsLeft(rc rueidis.Client, name string) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		list, err := rc.Do(ctx, rc.B().ClientList().Build()).ToString()
+		cancel()
+		if err == nil {
+			var subscribed []string
+			for line := range strings.Lines(list) {
+				f := make(map[string]string)
+				for kv := range strings.FieldsSeq(line) {
+					if k, v, ok := strings.Cut(kv, "="); ok {
+						f[k] = v
+					}
+				}
+				nonzero := func(k string) bool { return f[k] != "" && f[k] != "0" }
+				if f["name"] == name && (nonzero("sub") || nonzero("psub") || nonzero("ssub")) {
+					subscribed = append(subscribed, strings.TrimSpace(line))
+				}
+			}
+			if len(subscribed) == 0 {
+				return nil
+			}
+			err = fmt.Errorf("connections still subscribed: %s", strings.Join(subscribed, "; "))
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // chaosLog is a child's log: lines go to a buffer that a goroutine flushes every
@@ -931,12 +1348,93 @@ func (l *chaosLog) close() {
 	l.mu.Unlock()
 }
 
+// chaosObserver logs the hold events of a child's Client (H lines); Start and End do nothing.
+type chaosObserver struct {
+	proc int
+	log  *chaosLog
+}
+
+// Start keeps the call's context.
+func (chaosObserver) Start(context.Context, rlock.Op, rlock.LockInfo) context.Context { return nil }
+
+// End does nothing.
+func (chaosObserver) End(context.Context, rlock.Op, rlock.LockInfo, rlock.Outcome, time.Duration, error) {
+}
+
+// Event logs hold_started and hold_ended events.
+func (o chaosObserver) Event(ev rlock.Event) {
+	kind, outcome := "started", "-"
+	switch ev.Type {
+	case rlock.EventHoldStarted:
+	case rlock.EventHoldEnded:
+		kind, outcome = "ended", ev.Outcome.String()
+	default:
+		return
+	}
+	o.log.printf("H %d -1 %s %s %d %s %s -\n", o.proc, ev.Lock.Name, ev.Owner, time.Now().UnixNano(), kind, outcome)
+}
+
+// chaosTarget is one lock of a child: exactly one of m, rw and s is set, after kind.
+type chaosTarget struct {
+	name, kind string
+	m          *rlock.Mutex
+	rw         *rlock.RWMutex
+	s          *rlock.Semaphore
+}
+
+// chaosMode is one way to hold a target: a mutex, a read-write mutex for reading or for
+// writing, or n permits of a semaphore.
+type chaosMode struct {
+	lock     func(context.Context) (context.Context, error)
+	try      func(context.Context, time.Duration) (context.Context, error)
+	release  func(context.Context) error
+	token    func(context.Context) (int64, bool) // nil: no fencing (semaphore)
+	minToken int64                               // the smallest valid token (0 for read holds)
+}
+
+// mutexMode holds m.
+func mutexMode(m *rlock.Mutex) chaosMode {
+	return chaosMode{lock: m.Lock, try: m.TryLock, release: m.Unlock, token: m.Token, minToken: 1}
+}
+
+// readMode holds rw for reading.
+func readMode(rw *rlock.RWMutex) chaosMode {
+	return chaosMode{lock: rw.RLock, try: rw.TryRLock, release: rw.RUnlock, token: rw.Token}
+}
+
+// writeMode holds rw for writing.
+func writeMode(rw *rlock.RWMutex) chaosMode {
+	return chaosMode{lock: rw.Lock, try: rw.TryLock, release: rw.Unlock, token: rw.Token, minToken: 1}
+}
+
+// semMode holds n permits of s.
+func semMode(s *rlock.Semaphore, n int64) chaosMode {
+	return chaosMode{
+		lock: func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, n) },
+		try: func(ctx context.Context, wait time.Duration) (context.Context, error) {
+			return s.TryAcquire(ctx, n, wait)
+		},
+		release: s.Release,
+	}
+}
+
+// chaosOp is one call of a worker on a target.
+type chaosOp struct {
+	t     *chaosTarget
+	mode  chaosMode
+	name  string // the op (see chaosOps)
+	owner string // as logged: "-" until the hold context names it; a semaphore call's own id
+	asked string // the owner of the context the call was given ("" if none)
+	n     int64  // permits (semaphore)
+}
+
 // chaosWorker is one goroutine of a child.
 type chaosWorker struct {
 	proc, g int
 	rng     *rand.Rand
 	log     *chaosLog
-	mutexes []*rlock.Mutex
+	targets []*chaosTarget
+	seq     int                         // semaphore calls made, for their ids
 	status  atomic.Pointer[chaosStatus] // what it is doing, for the report of a stuck child
 }
 
@@ -946,95 +1444,193 @@ type chaosStatus struct {
 	since      time.Time
 }
 
-// run does random ops until end: each picks a name, an owner (half the time one of its own
-// through WithOwner, so the monitor knows it from the start; else Lock makes one) and an op.
+// run does random ops until end: each picks a lock, an owner (half the time one of its own
+// through WithOwner, so the monitor knows it from the start; else the call makes one) and an
+// op: read ops are 60 % of a read-write mutex's.
 func (w *chaosWorker) run(end time.Time) {
 	for time.Now().Before(end) {
-		m := w.mutexes[w.rng.IntN(len(w.mutexes))]
-		base, owner := bg, "-"
+		t := w.targets[w.rng.IntN(len(w.targets))]
+		base, o := bg, &chaosOp{t: t, owner: "-"}
 		if w.rng.IntN(2) == 0 {
-			owner = rlock.NewOwnerID()
-			base = rlock.WithOwner(bg, owner)
+			o.owner = rlock.NewOwnerID()
+			o.asked, base = o.owner, rlock.WithOwner(bg, o.owner)
 		}
-		switch w.rng.IntN(3) {
-		case 0:
-			w.nested(m, base, owner)
-		case 1:
-			w.try(m, base, owner)
-		default:
-			w.wait(m, base, owner)
+		switch t.kind {
+		case chaosMutex:
+			o.mode = mutexMode(t.m)
+			switch w.rng.IntN(3) {
+			case 0:
+				o.name = "nested"
+				w.nested(o, base, 1+w.rng.IntN(3), nil)
+			case 1:
+				o.name = "try"
+				w.try(o, base)
+			default:
+				o.name = "wait"
+				w.wait(o, base)
+			}
+		case chaosRW:
+			read, write := readMode(t.rw), writeMode(t.rw)
+			switch w.rng.IntN(10) {
+			case 0, 1:
+				o.name, o.mode = "read-nested", read
+				w.nested(o, base, 1+w.rng.IntN(2), nil)
+			case 2, 3:
+				o.name, o.mode = "read-try", read
+				w.try(o, base)
+			case 4, 5:
+				o.name, o.mode = "read-wait", read
+				w.wait(o, base)
+			case 6:
+				o.name, o.mode = "write-nested", write
+				w.nested(o, base, 1+w.rng.IntN(3), &read)
+			case 7:
+				o.name, o.mode = "write-try", write
+				w.try(o, base)
+			case 8:
+				o.name, o.mode = "write-wait", write
+				w.wait(o, base)
+			default:
+				o.name, o.mode = "downgrade", write
+				w.downgrade(o, base)
+			}
+		case chaosSem:
+			w.seq++
+			o.n = int64(1 + w.rng.IntN(2))
+			o.mode, o.owner = semMode(t.s, o.n), fmt.Sprintf("sem.%d.%d.%d", w.proc, w.g, w.seq)
+			switch w.rng.IntN(3) {
+			case 0:
+				o.name = "sem-acquire"
+				w.nested(o, base, 0, nil)
+			case 1:
+				o.name = "sem-try"
+				w.try(o, base)
+			default:
+				o.name = "sem-wait"
+				w.wait(o, base)
+			}
 		}
 	}
 	w.status.Store(nil)
 }
 
-// nested takes m with a blocking Lock, re-enters it 1-3 times through the latest hold
-// context, and releases the re-entries in reverse order before the outer hold. Its critical
-// section goes on after the re-entries are released (where a miscounted release shows).
-func (w *chaosWorker) nested(m *rlock.Mutex, base context.Context, owner string) {
-	w.begin(m, owner, "nested", 0)
-	h, err := m.Lock(base)
+// nested takes o's lock with a blocking call, re-enters it reentries times through the latest
+// hold context (each time for reading, with alt, half the time when alt is set: a writer's
+// read holds), and releases the re-entries in reverse order before the outer hold. Its
+// critical section goes on after the re-entries are released (where a miscounted release
+// shows).
+func (w *chaosWorker) nested(o *chaosOp, base context.Context, reentries int, alt *chaosMode) {
+	w.begin(o, 0)
+	h, err := o.mode.lock(base)
 	if err != nil {
-		w.failed(m, owner, err)
+		w.failed(o, err)
 		return
 	}
-	owner, token := w.enter(m, owner, h)
-	cur, inner := h, []context.Context(nil)
-	for range 1 + w.rng.IntN(3) {
-		w.setStatus("re-entry", m)
-		hi, err := m.Lock(cur)
+	token := w.enter(o, h)
+	cur := h
+	type inner struct {
+		ctx     context.Context
+		release func(context.Context) error
+	}
+	var inners []inner
+	for range reentries {
+		w.setStatus("re-entry", o)
+		mode := o.mode
+		if alt != nil && w.rng.IntN(2) == 0 {
+			mode = *alt
+		}
+		hi, err := mode.lock(cur)
 		if err != nil {
-			w.event(m, owner, "reenter", chaosCauseClass(err, cur), err)
+			w.event(o, "reenter", chaosCauseClass(err, cur), err)
 			break
 		}
-		if tok, ok := m.Token(hi); !ok || tok != token {
-			w.event(m, owner, "token-changed", "bad", fmt.Errorf("re-entry has token %d (%v), the hold %d", tok, ok, token))
+		if tok, ok := mode.token(hi); !ok || tok != token {
+			w.event(o, "token-changed", "bad", fmt.Errorf("re-entry has token %d (%v), the hold %d", tok, ok, token))
 		}
-		inner, cur = append(inner, hi), hi
+		inners, cur = append(inners, inner{hi, mode.release}), hi
 	}
 	w.critical()
-	for i := len(inner) - 1; i >= 0; i-- {
-		w.setStatus("inner unlock", m)
-		if err := m.Unlock(inner[i]); err != nil {
-			w.event(m, owner, "inner-unlock", chaosClass(err), err)
+	for i := len(inners) - 1; i >= 0; i-- {
+		w.setStatus("inner unlock", o)
+		if err := inners[i].release(inners[i].ctx); err != nil {
+			w.event(o, "inner-unlock", chaosClass(err), err)
 		}
 	}
 	w.critical()
-	w.exit(m, owner, token, h, false)
-	w.unlock(m, owner, h)
+	w.exit(o, token, h, false)
+	w.release(o, o.mode, h)
 }
 
-// try takes m with TryLock, waiting 0-20 ms; ErrNotObtained is normal.
-func (w *chaosWorker) try(m *rlock.Mutex, base context.Context, owner string) {
+// try takes o's lock with its try call, waiting 0-20 ms; ErrNotObtained is normal.
+func (w *chaosWorker) try(o *chaosOp, base context.Context) {
 	wait := time.Duration(w.rng.IntN(21)) * time.Millisecond
-	w.begin(m, owner, "try", wait)
-	h, err := m.TryLock(base, wait)
+	w.begin(o, wait)
+	h, err := o.mode.try(base, wait)
 	if err != nil {
-		w.failed(m, owner, err)
+		w.failed(o, err)
 		return
 	}
-	owner, token := w.enter(m, owner, h)
+	token := w.enter(o, h)
 	w.critical()
-	w.exit(m, owner, token, h, false)
-	w.unlock(m, owner, h)
+	w.exit(o, token, h, false)
+	w.release(o, o.mode, h)
 }
 
-// wait takes m with Lock and a context that times out after 1-30 ms; the timeout is normal.
-// The hold context derives from that context, so it ends with it: only another cause counts.
-func (w *chaosWorker) wait(m *rlock.Mutex, base context.Context, owner string) {
+// wait takes o's lock with a blocking call and a context that times out after 1-30 ms; the
+// timeout is normal. The hold context derives from that context, so it ends with it: only
+// another cause counts.
+func (w *chaosWorker) wait(o *chaosOp, base context.Context) {
 	d := time.Duration(1+w.rng.IntN(30)) * time.Millisecond
 	ctx, cancel := context.WithTimeout(base, d)
 	defer cancel()
-	w.begin(m, owner, "wait", d)
-	h, err := m.Lock(ctx)
+	w.begin(o, d)
+	h, err := o.mode.lock(ctx)
 	if err != nil {
-		w.failed(m, owner, err)
+		w.failed(o, err)
 		return
 	}
-	owner, token := w.enter(m, owner, h)
+	token := w.enter(o, h)
 	w.critical()
-	w.exit(m, owner, token, h, true)
-	w.unlock(m, owner, h)
+	w.exit(o, token, h, true)
+	w.release(o, o.mode, h)
+}
+
+// downgrade takes o's read-write mutex for writing, takes a read hold through the write hold,
+// releases the write hold and goes on as a reader: the write hold's context lives on while
+// the owner reads.
+func (w *chaosWorker) downgrade(o *chaosOp, base context.Context) {
+	read := readMode(o.t.rw)
+	w.begin(o, 0)
+	h, err := o.mode.lock(base)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	w.setStatus("downgrade: read hold", o)
+	hr, err := read.lock(h)
+	if err != nil { // stay a writer
+		w.event(o, "reenter", chaosCauseClass(err, h), err)
+		w.critical()
+		w.exit(o, token, h, false)
+		w.release(o, o.mode, h)
+		return
+	}
+	if tok, ok := read.token(hr); !ok || tok != token {
+		w.event(o, "token-changed", "bad", fmt.Errorf("the writer's read hold has token %d (%v), the write hold %d", tok, ok, token))
+	}
+	w.critical()
+	w.line('D', o, strconv.FormatInt(token, 10), "-", "")
+	w.setStatus("downgrade: write unlock", o)
+	if err := w.retried(o, o.mode.release, h); err != nil {
+		w.event(o, "downgrade-unlock", chaosClass(err), err)
+	} else if h.Err() != nil {
+		cause := context.Cause(h)
+		w.event(o, "downgrade-ended", chaosClass(cause), fmt.Errorf("the write hold's context ended with the write hold: %w", cause))
+	}
+	w.critical()
+	w.exit(o, token, hr, false)
+	w.release(o, read, hr)
 }
 
 // critical is the critical section: a sleep of 0-2 ms.
@@ -1043,52 +1639,65 @@ func (w *chaosWorker) critical() {
 }
 
 // setStatus records the worker's current step.
-func (w *chaosWorker) setStatus(step string, m *rlock.Mutex) {
-	w.status.Store(&chaosStatus{step: step, name: m.Name(), since: time.Now()})
+func (w *chaosWorker) setStatus(step string, o *chaosOp) {
+	w.status.Store(&chaosStatus{step: step, name: o.t.name, since: time.Now()})
 }
 
-// line writes one log line (see the file comment) stamped now.
-func (w *chaosWorker) line(kind byte, m *rlock.Mutex, owner, a, b, msg string) {
+// line writes one log line (see the file comment) of op o stamped now.
+func (w *chaosWorker) line(kind byte, o *chaosOp, a, b, msg string) {
 	if msg == "" {
 		msg = "-"
 	}
 	msg = strings.ReplaceAll(msg, "\n", " ")
-	w.log.printf("%c %d %d %s %s %d %s %s %s\n", kind, w.proc, w.g, m.Name(), owner, time.Now().UnixNano(), a, b, msg)
+	w.log.printf("%c %d %d %s %s %d %s %s %s\n", kind, w.proc, w.g, o.t.name, o.owner, time.Now().UnixNano(), a, b, msg)
 }
 
-// begin logs the start of a Lock or TryLock call of op bounded by bound (0: unbounded).
-func (w *chaosWorker) begin(m *rlock.Mutex, owner, op string, bound time.Duration) {
-	w.setStatus(op, m)
-	w.line('B', m, owner, op, strconv.FormatInt(int64(bound), 10), "")
+// begin logs the start of o's acquiring call bounded by bound (0: unbounded).
+func (w *chaosWorker) begin(o *chaosOp, bound time.Duration) {
+	w.setStatus(o.name, o)
+	msg := ""
+	if o.n > 0 {
+		msg = strconv.FormatInt(o.n, 10)
+	}
+	w.line('B', o, o.name, strconv.FormatInt(int64(bound), 10), msg)
 }
 
-// failed logs a Lock or TryLock call that returned err.
-func (w *chaosWorker) failed(m *rlock.Mutex, owner string, err error) {
+// failed logs an acquiring call that returned err.
+func (w *chaosWorker) failed(o *chaosOp, err error) {
 	class, msg := chaosClass(err), ""
 	if class != "notobtained" && class != "deadline" {
 		msg = err.Error()
 	}
-	w.line('F', m, owner, class, "-", msg)
+	w.line('F', o, class, "-", msg)
 }
 
-// enter logs an acquisition through hold context h and returns its owner and token; an owner
-// other than the one asked for, or a missing token, is logged as an error event.
-func (w *chaosWorker) enter(m *rlock.Mutex, asked string, h context.Context) (string, int64) {
+// enter logs an acquisition through hold context h and returns its token (0 for a
+// semaphore). An owner other than the one asked for, or a missing token, is logged as an error
+// event. For a mutex or rw mutex, o.owner becomes the hold's owner.
+func (w *chaosWorker) enter(o *chaosOp, h context.Context) int64 {
 	owner, ok := rlock.Owner(h)
-	token, tokOK := m.Token(h)
-	w.line('E', m, owner, strconv.FormatInt(token, 10), "-", "")
-	if !ok || asked != "-" && owner != asked {
-		w.event(m, owner, "owner-mismatch", "bad", fmt.Errorf("hold context carries owner %q (%v), asked for %q", owner, ok, asked))
+	if o.t.kind == chaosSem {
+		w.line('E', o, "0", "-", "")
+		if o.asked != "" && owner != o.asked {
+			w.event(o, "owner-mismatch", "bad", fmt.Errorf("semaphore hold context carries owner %q (%v), its context had %q", owner, ok, o.asked))
+		}
+		return 0
 	}
-	if !tokOK || token <= 0 {
-		w.event(m, owner, "token-missing", "bad", fmt.Errorf("Token = %d, %v", token, tokOK))
+	o.owner = owner
+	token, tokOK := o.mode.token(h)
+	w.line('E', o, strconv.FormatInt(token, 10), "-", "")
+	if !ok || o.asked != "" && owner != o.asked {
+		w.event(o, "owner-mismatch", "bad", fmt.Errorf("hold context carries owner %q (%v), asked for %q", owner, ok, o.asked))
 	}
-	return owner, token
+	if !tokOK || token < o.mode.minToken {
+		w.event(o, "token-missing", "bad", fmt.Errorf("Token = %d, %v", token, tokOK))
+	}
+	return token
 }
 
 // exit logs the end of the critical section of the hold h, with the cause if h ended early (a
 // deadline of the caller's context does not count when deadlineOK).
-func (w *chaosWorker) exit(m *rlock.Mutex, owner string, token int64, h context.Context, deadlineOK bool) {
+func (w *chaosWorker) exit(o *chaosOp, token int64, h context.Context, deadlineOK bool) {
 	state, msg := "ok", ""
 	if h.Err() != nil {
 		cause := context.Cause(h)
@@ -1096,31 +1705,37 @@ func (w *chaosWorker) exit(m *rlock.Mutex, owner string, token int64, h context.
 			state, msg = chaosClass(cause), cause.Error()
 		}
 	}
-	w.line('X', m, owner, strconv.FormatInt(token, 10), state, msg)
+	w.line('X', o, strconv.FormatInt(token, 10), state, msg)
 }
 
-// unlock releases the hold h and logs the outcome; an Unlock that failed without a verdict
-// (transport or Redis error) is retried up to twice, as the API allows.
-func (w *chaosWorker) unlock(m *rlock.Mutex, owner string, h context.Context) {
-	w.setStatus("unlock", m)
-	var err error
-	for range 3 {
-		err = m.Unlock(h)
-		if class := chaosClass(err); class != "transport" && class != "redis" {
-			break
-		}
-		w.event(m, owner, "unlock-retry", chaosClass(err), err)
-	}
+// release releases the hold h with mode's release and logs the outcome (a U line).
+func (w *chaosWorker) release(o *chaosOp, mode chaosMode, h context.Context) {
+	w.setStatus("unlock", o)
+	err := w.retried(o, mode.release, h)
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	w.line('U', m, owner, chaosClass(err), "-", msg)
+	w.line('U', o, chaosClass(err), "-", msg)
+}
+
+// retried calls release(h); a release that failed without a verdict (transport or Redis
+// error) is retried up to twice, as the API allows, each failure logged as an event.
+func (w *chaosWorker) retried(o *chaosOp, release func(context.Context) error, h context.Context) error {
+	var err error
+	for range 3 {
+		err = release(h)
+		if class := chaosClass(err); class != "transport" && class != "redis" {
+			break
+		}
+		w.event(o, "unlock-retry", chaosClass(err), err)
+	}
+	return err
 }
 
 // event logs an error event (a W line).
-func (w *chaosWorker) event(m *rlock.Mutex, owner, event, class string, err error) {
-	w.line('W', m, owner, event, class, err.Error())
+func (w *chaosWorker) event(o *chaosOp, event, class string, err error) {
+	w.line('W', o, event, class, err.Error())
 }
 
 // chaosClass names the kind of err: ok, notobtained, lost, notheld, closed, invalid, canceled,

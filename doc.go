@@ -1,6 +1,7 @@
 // Package rlock provides distributed locks on Redis in the style of Redisson, built on the
 // rueidis client: a reentrant [Mutex] whose per-owner hold counts live in a Redis hash, a
-// watchdog that keeps leases alive, waiting by pub/sub or by polling, and a fair (FIFO) mutex.
+// watchdog that keeps leases alive, waiting by pub/sub or by polling, a fair (FIFO) mutex, a
+// read-write mutex ([RWMutex]) and a weighted, fair [Semaphore], all on one machinery.
 //
 // # Owners and contexts
 //
@@ -46,7 +47,8 @@
 // # Keys
 //
 // For a lock named N with prefix P (default "rlock") the keys are P:{N} (the lock hash),
-// P:{N}:fence (fencing counter), P:{N}:queue and P:{N}:deadlines (fair mutex waiters), and
-// the pub/sub channel P:{N}:ch.
+// P:{N}:fence (fencing counter), P:{N}:queue and P:{N}:deadlines (waiters of fair kinds and
+// semaphores), P:{N}:leases (per-hold leases of read-write mutexes and semaphores),
+// P:{N}:writers (waiting writers), and the pub/sub channel P:{N}:ch.
 // All share the hash tag {N}, so every script touches one Redis Cluster slot.
 package rlock

@@ -13,10 +13,10 @@ type holdKey struct{ key, owner string }
 // Client.mu, but for furthest.
 type hold struct {
 	key, owner string
-	lk         *lock          // the lock that took it, to give it back
-	count      [accesses]int  // holds taken in this process and not yet released, by access
-	watchdog   bool      // some hold was taken without a fixed lease: renew it
-	expires    time.Time // local end of the lease, no later than Redis' (see localEnd)
+	lk         *lock         // the lock that took it, to give it back
+	count      [accesses]int // holds taken in this process and not yet released, by access
+	watchdog   bool          // some hold was taken without a fixed lease: renew it
+	expires    time.Time     // local end of the lease, no later than Redis' (see localEnd)
 	token      int64
 	lost       bool      // the lease is gone; remaining Unlocks report ErrLockLost
 	releasing  int       // Unlock calls in flight: a renewal that finds no owner is theirs

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -394,13 +395,28 @@ func unexpected(err error) error {
 	return err
 }
 
-// matchScript returns a matcher for EVALSHA, EVALSHA_RO, EVAL or EVAL_RO of the script in
-// lua/<file> whose KEYS include key ("" for any keys). It panics if the file cannot be read.
-func matchScript(file, key string) func(cmd []string) bool {
+// scriptSource returns the source the library runs for lua/<file>: lua/lib.lua, a newline and
+// the file, or the file alone while there is no lua/lib.lua. It panics if a file cannot be read.
+func scriptSource(file string) []byte {
 	src, err := os.ReadFile(filepath.Join("lua", file))
 	if err != nil {
-		panic(fmt.Sprintf("matchScript: %v", err))
+		panic(fmt.Sprintf("scriptSource: %v", err))
 	}
+	lib, err := os.ReadFile(filepath.Join("lua", "lib.lua"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return src
+	}
+	if err != nil {
+		panic(fmt.Sprintf("scriptSource: %v", err))
+	}
+	return slices.Concat(lib, []byte("\n"), src)
+}
+
+// matchScript returns a matcher for EVALSHA, EVALSHA_RO, EVAL or EVAL_RO of the script in
+// lua/<file> (as the library runs it: see scriptSource) whose KEYS include key ("" for any
+// keys). It panics if the file cannot be read.
+func matchScript(file, key string) func(cmd []string) bool {
+	src := scriptSource(file)
 	sum := sha1.Sum(src)
 	sha := hex.EncodeToString(sum[:])
 	return func(cmd []string) bool {
@@ -665,8 +681,7 @@ func TestFaultProxy(t *testing.T) {
 
 	t.Run("matchScript", func(t *testing.T) {
 		_, p, rc, key := setup(t)
-		src, err := os.ReadFile("lua/inspect.lua")
-		require.NoError(t, err)
+		src := scriptSource("inspect.lua")
 		script := rueidis.NewLuaScript(string(src))
 		sum := sha1.Sum(src)
 		sha := hex.EncodeToString(sum[:])

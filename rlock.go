@@ -14,7 +14,6 @@ import (
 // callTimeout bounds a read made with a context that has already ended.
 const callTimeout = 10 * time.Second
 
-
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
 // watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
 // that has local waiters. It is safe for concurrent use. Create it with [New] and release it

@@ -20,12 +20,12 @@ type waiter struct {
 	// lane is the owner's lane while this call holds its turn: after a successful attempt
 	// (until the hold is registered) and after a lost reply (until an attempt learns the
 	// outcome, or the call leaves and settles it).
-	lane    *lane
-	tried   bool // an attempt was made: this call no longer keeps a courtesy window
+	lane  *lane
+	tried bool // an attempt was made: this call no longer keeps a courtesy window
 	// peeked is the subscription that was live before the first attempt of a reader, and
 	// woken its readers channel then (see queue).
-	peeked *subscription
-	woken  chan struct{}
+	peeked  *subscription
+	woken   chan struct{}
 	blocked bool // an attempt found the lock held, or the call queued behind waiters
 }
 

@@ -43,6 +43,8 @@ var panels = []panel{
 		"fifo", "inversions_per_round", unitNum1, false, false},
 	{"6. Renewal of 10,000 held locks: commands per 1s period", "client commands / period, log scale (lower is better)",
 		"renewal", "client_cmds_per_period", unitNum1, true, false},
+	{"7. Read-heavy (90% reads, 3 processes x 16) throughput", "holds/s, reads and writes (higher is better)",
+		"readheavy", "ops_per_s", unitRate, false, false},
 }
 
 // writeChart draws the key comparisons as bar charts in one SVG, or PNG

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -58,6 +57,10 @@ type contenderSpec struct {
 	// Renews is true when the library renews leases by itself.
 	Renews bool
 	New    func(cfg contenderConfig) (Contender, error)
+	// NewRW and NewSem build the contenders of the read-heavy and semaphore scenarios
+	// (contender_kinds.go), which have no New.
+	NewRW  func(cfg contenderConfig) (RWContender, error)
+	NewSem func(cfg contenderConfig) (SemContender, error)
 }
 
 // contenders lists every contender in table order. The rlock entries are
@@ -71,16 +74,6 @@ func init() {
 		Settings: "rueidis defaults; acquire = EVALSHA of SET NX PX, release = EVALSHA of compare-and-DEL; no waiting",
 		New:      newBaseline,
 	})
-}
-
-// contenderByID finds a contender spec.
-func contenderByID(id string) (contenderSpec, error) {
-	for _, c := range contenders {
-		if c.ID == id {
-			return c, nil
-		}
-	}
-	return contenderSpec{}, fmt.Errorf("unknown contender %q", id)
 }
 
 // sortContenders puts the registered contenders in the order of tableOrder.

@@ -50,21 +50,30 @@ type rlockContender struct {
 
 func newRlock(newMut func(c *rlock.Client, name string) *rlock.Mutex) func(contenderConfig) (Contender, error) {
 	return func(cfg contenderConfig) (Contender, error) {
-		rc, err := newRueidis(cfg.Addr, nil)
+		rc, c, err := dialRlock(cfg)
 		if err != nil {
-			return nil, err
-		}
-		opts := rlock.Options{KeyPrefix: cfg.KeyPrefix}
-		if cfg.Renewal > 0 {
-			opts.WatchdogTimeout = 3 * cfg.Renewal // renewed every third of it
-		}
-		c, err := rlock.New(rc, opts)
-		if err != nil {
-			rc.Close()
 			return nil, err
 		}
 		return &rlockContender{rc: rc, c: c, newMut: newMut}, nil
 	}
+}
+
+// dialRlock connects a rueidis client with default options and an rlock.Client on it.
+func dialRlock(cfg contenderConfig) (rueidis.Client, *rlock.Client, error) {
+	rc, err := newRueidis(cfg.Addr, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := rlock.Options{KeyPrefix: cfg.KeyPrefix}
+	if cfg.Renewal > 0 {
+		opts.WatchdogTimeout = 3 * cfg.Renewal // renewed every third of it
+	}
+	c, err := rlock.New(rc, opts)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return rc, c, nil
 }
 
 func (r *rlockContender) Close() {

@@ -1,6 +1,8 @@
 // Command bench measures rlock's locks against the other Go Redis lock
 // libraries on one throwaway redis-server: latency, throughput, handoff
-// under contention, FIFO order, commands per acquisition and renewal cost.
+// under contention, FIFO order, commands per acquisition and renewal cost;
+// and rlock's read-write mutex and semaphore under a read-heavy load and
+// under contention for 4 permits.
 // See README.md for what each scenario measures.
 package main
 
@@ -29,7 +31,7 @@ func main() {
 func run() int {
 	sortContenders()
 	var (
-		quick      = flag.Bool("quick", false, "run each scenario briefly (a CI smoke test, about 70 seconds; rough figures)")
+		quick      = flag.Bool("quick", false, "run each scenario briefly (a CI smoke test, about 80 seconds; rough figures)")
 		scenList   = flag.String("scenarios", "all", "scenarios to run: all, or a comma list of numbers or names ("+scenarioNames()+")")
 		contList   = flag.String("contenders", "all", "contenders to run: all, or a comma list of ids ("+contenderIDs()+")")
 		out        = flag.String("out", filepath.Join("results", "results.json"), "JSON results file")
@@ -59,7 +61,7 @@ func run() int {
 		for _, s := range scenarios {
 			fmt.Printf("scenario %d %-12s %s\n", s.Num, s.ID, s.Title)
 		}
-		for _, c := range contenders {
+		for _, c := range allContenders() {
 			fmt.Printf("contender %-16s %s: %s\n", c.ID, c.Name, c.Settings)
 		}
 		return 0
@@ -69,7 +71,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	selCont, err := selectContenders(*contList)
+	selCont, err := selectContenders(*contList, contenders)
+	var selRW, selSem []contenderSpec
+	if err == nil {
+		selRW, _ = selectContenders(*contList, rwContenders)
+		selSem, _ = selectContenders(*contList, semContenders)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
@@ -105,8 +112,8 @@ func run() int {
 	}
 	defer admin.Close()
 
-	e := &env{redis: srv, admin: admin, contenders: selCont, progress: prog, runID: randomID()[:8],
-		quick: *quick, monitor: *useMonitor}
+	e := &env{redis: srv, admin: admin, contenders: selCont, rwContenders: selRW, semContenders: selSem,
+		progress: prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor}
 	if *raw {
 		e.rawDir = filepath.Join(filepath.Dir(*out), "raw")
 	}
@@ -115,7 +122,7 @@ func run() int {
 		GoVersion: runtime.Version(), OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 		RedisVersion: srv.Version, RedisAddr: srv.Addr, RedisStarted: srv.Started,
 	}}
-	for _, c := range selCont {
+	for _, c := range slices.Concat(selCont, selRW, selSem) {
 		res.Meta.Contenders = append(res.Meta.Contenders, ContenderInfo{c.ID, c.Name, c.Settings})
 	}
 
@@ -125,7 +132,7 @@ func run() int {
 	}
 	fmt.Println()
 	fmt.Printf("\n| contender | settings |\n|---|---|\n")
-	for _, c := range selCont {
+	for _, c := range res.Meta.Contenders {
 		fmt.Printf("| %s | %s |\n", c.Name, escapeCell(c.Settings))
 	}
 	for i, sc := range selScen {
@@ -180,10 +187,22 @@ func scenarioNames() string {
 	return strings.Join(ns, ", ")
 }
 
+// allContenders lists the contenders of every scenario, each id once (the read-heavy
+// scenario's Mutex row is the rlock-pubsub contender).
+func allContenders() []contenderSpec {
+	var all []contenderSpec
+	for _, c := range slices.Concat(contenders, rwContenders, semContenders) {
+		if !slices.ContainsFunc(all, func(a contenderSpec) bool { return a.ID == c.ID }) {
+			all = append(all, c)
+		}
+	}
+	return all
+}
+
 // contenderIDs lists the contender ids, comma-separated.
 func contenderIDs() string {
 	var ids []string
-	for _, c := range contenders {
+	for _, c := range allContenders() {
 		ids = append(ids, c.ID)
 	}
 	return strings.Join(ids, ", ")
@@ -209,21 +228,22 @@ func selectScenarios(list string) ([]scenario, error) {
 	return sel, nil
 }
 
-// selectContenders parses -contenders, keeping table order.
-func selectContenders(list string) ([]contenderSpec, error) {
+// selectContenders parses -contenders and returns the ones of from that it names, keeping
+// table order. An id that no scenario has is an error.
+func selectContenders(list string, from []contenderSpec) ([]contenderSpec, error) {
 	if list == "all" || list == "" {
-		return contenders, nil
+		return from, nil
 	}
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(list, ",") {
 		f = strings.TrimSpace(f)
-		if _, err := contenderByID(f); err != nil {
-			return nil, fmt.Errorf("%w (have %s)", err, contenderIDs())
+		if !slices.ContainsFunc(allContenders(), func(c contenderSpec) bool { return c.ID == f }) {
+			return nil, fmt.Errorf("unknown contender %q (have %s)", f, contenderIDs())
 		}
 		want[f] = true
 	}
 	var sel []contenderSpec
-	for _, c := range contenders {
+	for _, c := range from {
 		if want[c.ID] {
 			sel = append(sel, c)
 		}

@@ -54,5 +54,20 @@ func computeRatios(res *Results) []Ratio {
 		rs = append(rs, newRatio("10,000 watchdog holds renewed with at most 100 scripts per period",
 			c.name+" scripts / renewal period", v("renewal", c.id, "scripts_per_period"), "<=", 100))
 	}
+
+	// Read-heavy: readers that share must show in throughput; writer preference must keep a
+	// writer's wait no worse than behind a Mutex's queue of everybody.
+	for _, c := range []struct{ id, name string }{{"rlock-rw", "rlock RWMutex"}, {"rlock-rw-fair", "rlock fair RWMutex"}} {
+		rs = append(rs, newRatio("Read-heavy (90% reads): RWMutex throughput at least 2x the Mutex's",
+			c.name+" ops/s / Mutex ops/s", v("readheavy", c.id, "ops_vs_mutex"), ">=", 2))
+	}
+	rs = append(rs,
+		newRatio("Read-heavy: RWMutex writer wait p99 no worse than the Mutex's",
+			"rlock RWMutex writer wait p99 / Mutex writer wait p99", v("readheavy", "rlock-rw", "write_wait_vs_mutex"), "<=", 1),
+		newRatio("Semaphore (4 permits, 48 contenders): no goroutine gets more than 2x the acquisitions of another",
+			"rlock Semaphore share max/min", v("semaphore", "rlock-sem", "share_max_min"), "<=", 2),
+		newRatio("Commands per acquisition, semaphore, 3 processes (as the fair mutex)",
+			"rlock Semaphore client commands / acquisition", v("semaphore", "rlock-sem", "client_cmds_per_acq"), "<=", 3.5),
+	)
 	return rs
 }

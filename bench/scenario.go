@@ -13,14 +13,16 @@ import (
 
 // env is what every scenario runs with.
 type env struct {
-	redis      *redisServer
-	admin      rueidis.Client // the benchmark's own connection: INFO, ECHO markers
-	contenders []contenderSpec
-	progress   *progress
-	runID      string // makes every key of this run unique
-	quick      bool
-	monitor    bool   // count client-sent commands with MONITOR
-	rawDir     string // if set, raw acquisitions are written there
+	redis         *redisServer
+	admin         rueidis.Client  // the benchmark's own connection: INFO, ECHO markers
+	contenders    []contenderSpec // of the mutex scenarios (1-6)
+	rwContenders  []contenderSpec // of the read-heavy scenario (7)
+	semContenders []contenderSpec // of the semaphore scenario (8)
+	progress      *progress
+	runID         string // makes every key of this run unique
+	quick         bool
+	monitor       bool   // count client-sent commands with MONITOR
+	rawDir        string // if set, raw acquisitions are written there
 }
 
 // keyPrefix is the key namespace of one scenario and contender.
@@ -44,7 +46,7 @@ func (e *env) pickN(n, q int) int {
 	return n
 }
 
-// scenario is one of the six measurements.
+// scenario is one of the measurements.
 type scenario struct {
 	ID    string
 	Num   int
@@ -59,6 +61,8 @@ var scenarios = []scenario{
 	{"pingpong", 4, "4. Ping-pong: two processes alternate on one key", runPingPong},
 	{"fifo", 5, "5. FIFO: 20 waiters arriving 20ms apart", runFIFO},
 	{"renewal", 6, "6. Renewal: 10,000 held locks under automatic renewal", runRenewal},
+	{"readheavy", 7, "7. Read-heavy: 90% reads, 3 processes x 16 goroutines, RWMutex vs Mutex", runReadHeavy},
+	{"semaphore", 8, "8. Semaphore: 4 permits, 3 processes x 16 goroutines", runSemaphore},
 }
 
 // eachContender runs one scenario for every selected contender that

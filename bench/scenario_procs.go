@@ -21,11 +21,12 @@ type procRun struct {
 	Counts   commandCounts
 }
 
-// runProcs runs spec in procs worker processes with goroutines each, all
-// on one key, for d, and counts Redis commands over the run (with MONITOR
-// when monitor is set). label, if not empty, gets a progress bar.
-func runProcs(ctx context.Context, e *env, spec contenderSpec, scenario string, procs, goroutines int,
-	hold, d time.Duration, monitor bool, label string) (procRun, error) {
+// runProcs runs job (its contender, goroutines, hold and mode) in procs
+// worker processes, all on one key, for d, and counts Redis commands over
+// the run (with MONITOR when monitor is set). label, if not empty, gets a
+// progress bar.
+func runProcs(ctx context.Context, e *env, job workerJob, scenario string, procs int,
+	d time.Duration, monitor bool, label string) (procRun, error) {
 	var pr procRun
 	ws := make([]*workerProc, 0, procs)
 	defer func() {
@@ -34,10 +35,8 @@ func runProcs(ctx context.Context, e *env, spec contenderSpec, scenario string, 
 		}
 	}()
 	for p := range procs {
-		w, err := startWorker(ctx, workerJob{
-			Contender: spec.ID, Addr: e.redis.Addr, KeyPrefix: e.keyPrefix(scenario, spec.ID),
-			Key: "k", Proc: p, Goroutines: goroutines, Hold: hold,
-		})
+		job.Addr, job.KeyPrefix, job.Key, job.Proc = e.redis.Addr, e.keyPrefix(scenario, job.Contender), "k", p
+		w, err := startWorker(ctx, job)
 		if err != nil {
 			return pr, err
 		}
@@ -79,7 +78,7 @@ func runProcs(ctx context.Context, e *env, spec contenderSpec, scenario string, 
 		return nil
 	})
 	if err == nil && e.rawDir != "" {
-		err = writeRaw(filepath.Join(e.rawDir, scenario+"-"+spec.ID+".json"), pr.Acqs)
+		err = writeRaw(filepath.Join(e.rawDir, scenario+"-"+job.Contender+".json"), pr.Acqs)
 	}
 	return pr, err
 }
@@ -118,10 +117,15 @@ type procRuns struct {
 	firstErr  string
 }
 
+// job is the worker job of one process of a run.
+func (p *procRuns) job() workerJob {
+	return workerJob{Contender: p.spec.ID, Goroutines: p.goroutines, Hold: p.hold}
+}
+
 func (p *procRuns) slice(ctx context.Context, d time.Duration) error {
 	p.runs++
 	run := fmt.Sprintf("%s-%d", p.scenario, p.runs) // fresh keys for every run
-	pr, err := runProcs(ctx, p.e, p.spec, run, p.procs, p.goroutines, p.hold, d, false, "")
+	pr, err := runProcs(ctx, p.e, p.job(), run, p.procs, d, false, "")
 	if err != nil {
 		return err
 	}
@@ -202,7 +206,7 @@ func (c *contended) finish(ctx context.Context, row *Row) error {
 		row.Note = joinNotes(row.Note, "client commands not counted (-monitor=false)")
 		return nil
 	}
-	cr, err := runProcs(ctx, c.e, c.spec, "contended-count", c.procs, c.goroutines, c.hold, c.dCount, true,
+	cr, err := runProcs(ctx, c.e, c.job(), "contended-count", c.procs, c.dCount, true,
 		c.spec.Name+" counting commands")
 	if err != nil {
 		return fmt.Errorf("counting run: %w", err)

@@ -28,6 +28,8 @@ type acquisition struct {
 	Asked  int64 `json:"s"` // Lock called
 	Got    int64 `json:"a"` // Lock returned the hold
 	Freed  int64 `json:"r"` // Release called
+	// Write marks a write hold of a read-write lock (read-heavy scenario only).
+	Write bool `json:"x,omitempty"`
 }
 
 // holdAnalysis is what the merged acquisitions of a multi-process run show.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,7 +28,20 @@ type workerJob struct {
 	Proc       int           `json:"proc"`
 	Goroutines int           `json:"goroutines"`
 	Hold       time.Duration `json:"hold"`
+	// Mode is what each goroutine does: "" takes the mutex Key, modeReadHeavy takes the
+	// read-write lock Key for reading (ReadPct percent of the time, at random) or writing,
+	// modeSemaphore takes one of Permits permits of the semaphore Key.
+	Mode    string `json:"mode,omitempty"`
+	ReadPct int    `json:"read_pct,omitempty"`
+	Permits int64  `json:"permits,omitempty"`
 }
+
+// Worker modes (workerJob.Mode).
+const (
+	modeMutex     = ""
+	modeReadHeavy = "readheavy"
+	modeSemaphore = "semaphore"
+)
 
 // The protocol, one JSON value per message:
 //
@@ -60,16 +74,12 @@ func workerMain(jobJSON string) int {
 	if err := json.Unmarshal([]byte(jobJSON), &job); err != nil {
 		return fail(fmt.Errorf("bad job: %w", err))
 	}
-	spec, err := contenderByID(job.Contender)
+	newOp, closeClient, err := openWorker(job)
 	if err != nil {
 		return fail(err)
 	}
-	c, err := spec.New(contenderConfig{Addr: job.Addr, KeyPrefix: job.KeyPrefix})
-	if err != nil {
-		return fail(err)
-	}
-	defer c.Close()
-	if err := warmUp(c, job); err != nil {
+	defer closeClient()
+	if err := warmUp(job, newOp); err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 	if err := out.Encode(workerMsg{Ready: true}); err != nil {
@@ -80,7 +90,7 @@ func workerMain(jobJSON string) int {
 	if err := in.Decode(&sm); err != nil {
 		return fail(fmt.Errorf("no start message: %w", err))
 	}
-	res := runWorkerLoop(c, job, time.Unix(0, sm.Start), time.Unix(0, sm.End))
+	res := runWorkerLoop(job, newOp, time.Unix(0, sm.Start), time.Unix(0, sm.End))
 	if err := out.Encode(res); err != nil {
 		return 1
 	}
@@ -89,15 +99,100 @@ func workerMain(jobJSON string) int {
 	return 0
 }
 
+// A lockOp takes one hold; write reports whether it asked for the write hold of a
+// read-write lock (read-heavy mode only), also when it failed.
+type lockOp func(ctx context.Context) (h Hold, write bool, err error)
+
+// openWorker connects the job's contender and returns how to make each goroutine's lockOp on
+// a key (goroutine g of the job), and how to close the contender.
+func openWorker(job workerJob) (newOp func(key string, g int) lockOp, closeClient func(), err error) {
+	spec, err := specByID(job.Mode, job.Contender)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := contenderConfig{Addr: job.Addr, KeyPrefix: job.KeyPrefix}
+	switch job.Mode {
+	case modeMutex:
+		c, err := spec.New(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(key string, _ int) lockOp {
+			m := c.Mutex(key)
+			return func(ctx context.Context) (Hold, bool, error) {
+				h, err := m.Lock(ctx)
+				return h, false, err // exclusive, but not a write hold of a read-write lock
+			}
+		}, c.Close, nil
+	case modeReadHeavy:
+		c, err := spec.NewRW(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(key string, g int) lockOp {
+			m := c.RWMutex(key)
+			// Each goroutine draws its own sequence; the seed differs per process and goroutine.
+			rng := rand.New(rand.NewPCG(uint64(job.Proc), uint64(g)))
+			return func(ctx context.Context) (Hold, bool, error) {
+				if rng.IntN(100) < job.ReadPct {
+					h, err := m.RLock(ctx)
+					return h, false, err
+				}
+				h, err := m.Lock(ctx)
+				return h, true, err
+			}
+		}, c.Close, nil
+	case modeSemaphore:
+		c, err := spec.NewSem(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(key string, _ int) lockOp {
+			s := c.Semaphore(key, job.Permits)
+			return func(ctx context.Context) (Hold, bool, error) {
+				h, err := s.Acquire(ctx)
+				return h, false, err
+			}
+		}, c.Close, nil
+	}
+	return nil, nil, fmt.Errorf("unknown worker mode %q", job.Mode)
+}
+
 // warmUp has every goroutine take and release a key of its own once, at
 // the same time, so that connection pools have grown and scripts are
-// loaded before the parent starts counting commands.
-func warmUp(c Contender, job workerJob) error {
+// loaded before the parent starts counting commands. In the read-heavy
+// mode each goroutine takes its key until it has had a read and a write
+// hold, so both scripts are loaded.
+func warmUp(job workerJob, newOp func(key string, g int) lockOp) error {
 	errs := make([]error, job.Goroutines)
 	var wg sync.WaitGroup
 	for g := range job.Goroutines {
 		wg.Go(func() {
-			errs[g] = lockUnlock(context.Background(), c.Mutex(fmt.Sprintf("warm-%d-%d", job.Proc, g)))
+			op := newOp(fmt.Sprintf("warm-%d-%d", job.Proc, g), g)
+			var reads, writes int
+			warm := func() bool {
+				if job.Mode == modeReadHeavy {
+					return reads > 0 && writes > 0
+				}
+				return reads > 0
+			}
+			for try := 0; try < 200 && !warm(); try++ {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				h, write, err := op(ctx)
+				if err == nil {
+					err = h.Release(ctx)
+				}
+				cancel()
+				if err != nil {
+					errs[g] = err
+					return
+				}
+				if write {
+					writes++
+				} else {
+					reads++
+				}
+			}
 		})
 	}
 	wg.Wait()
@@ -105,9 +200,9 @@ func warmUp(c Contender, job workerJob) error {
 }
 
 // runWorkerLoop runs job.Goroutines goroutines from start to end, each
-// taking the lock, holding it for job.Hold, releasing it and asking again
-// at once. A Lock still waiting at end is abandoned by its context.
-func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
+// taking a hold with its lockOp, holding it for job.Hold, releasing it and
+// asking again at once. A Lock still waiting at end is abandoned by its context.
+func runWorkerLoop(job workerJob, newOp func(key string, g int) lockOp, start, end time.Time) workerMsg {
 	var (
 		mu  sync.Mutex
 		res workerMsg
@@ -125,7 +220,7 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 	defer stopTimer.Stop()
 	time.Sleep(time.Until(start))
 	for g := range job.Goroutines {
-		m := c.Mutex(job.Key)
+		op := newOp(job.Key, g)
 		wg.Go(func() {
 			var acqs, pending []acquisition
 			var errs int
@@ -134,20 +229,20 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 				asked := time.Now()
 				lctx, lcancel := context.WithCancel(context.Background())
 				detach := context.AfterFunc(ctx, lcancel)
-				h, err := m.Lock(lctx)
+				h, write, err := op(lctx)
 				if err == nil && !detach() {
 					// The run ended as the lock was taken, and lctx is cancelled: give it back
 					// uncounted.
 					_ = h.Release(context.Background())
 					lcancel()
-					pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano()})
+					pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano(), Write: write})
 					break
 				}
 				if err != nil {
 					detach()
 					lcancel()
 					if ctx.Err() != nil {
-						pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano()})
+						pending = append(pending, acquisition{Proc: job.Proc, Worker: g, Asked: asked.UnixNano(), Write: write})
 						break
 					}
 					errs++
@@ -167,7 +262,7 @@ func runWorkerLoop(c Contender, job workerJob, start, end time.Time) workerMsg {
 					first = cmpOr(first, fmt.Errorf("release: %w", err))
 				}
 				acqs = append(acqs, acquisition{Proc: job.Proc, Worker: g,
-					Asked: asked.UnixNano(), Got: got.UnixNano(), Freed: freed.UnixNano()})
+					Asked: asked.UnixNano(), Got: got.UnixNano(), Freed: freed.UnixNano(), Write: write})
 			}
 			mu.Lock()
 			defer mu.Unlock()

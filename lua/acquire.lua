@@ -26,6 +26,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   return {1, 1, t}
 end
 local n, held = replayed(KEYS[1], owner, owner, req)
+mustBeKind(KEYS[1], '', held[3])
 if n then
   local t = fence(KEYS[2], false)
   if mode ~= 'resolve' then

@@ -40,6 +40,7 @@ end
 local pttl = -2
 if redis.call('exists', KEYS[1]) == 1 then
   local n, held = replayed(KEYS[1], owner, owner, req)
+  mustBeKind(KEYS[1], '', held[3])
   if n then
     local t = fence(counter, false)
     if mode ~= 'resolve' then

@@ -25,11 +25,21 @@ local function recorded(rec, req)
   return nil
 end
 
+-- Kinds of lock. A Mutex's hash has no kind field; the others' have "\1k" = their kind. A
+-- script given a hash of another kind raises WRONGTYPE and changes nothing, so locks of
+-- different kinds on one name fail instead of excluding nobody.
+local function mustBeKind(H, want, got)
+  if (got or '') ~= want and (want == '' or redis.call('exists', H) == 1) then
+    error({err = 'WRONGTYPE the key holds a lock of another kind'})
+  end
+end
+
 -- replayed returns the recorded outcome (a count) of request req of owner on hash key, whose
--- hold count field is field, or nil when req has not run. An owner made for the request (its
--- id is the request id) is held by nobody else and writes no record: any hold of it is req's.
+-- hold count field is field, or nil when req has not run, and the fields read: the count, the
+-- record and the kind. An owner made for the request (its id is the request id) is held by
+-- nobody else and writes no record: any hold of it is req's.
 local function replayed(key, field, owner, req)
-  local held = redis.call('hmget', key, field, marker(req, owner))
+  local held = redis.call('hmget', key, field, marker(req, owner), '\1k')
   if owner == req and held[1] then
     return tonumber(held[1]), held
   end

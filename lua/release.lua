@@ -16,7 +16,8 @@
 -- (nothing is written). Everything is read before anything is written: a key of the wrong
 -- type raises an error with nothing changed.
 local owner, req = ARGV[1], ARGV[2]
-local held = redis.call('hmget', KEYS[1], owner, marker(req, owner))
+local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), '\1k')
+mustBeKind(KEYS[1], '', held[3])
 local n = recorded(held[2], req)
 if n then
   return {n, 0}

@@ -1,6 +1,6 @@
 -- rw_acquire.lua: take a read or write hold of a read-write lock, re-enter one, or wait; a
 -- replayed request returns its recorded outcome instead of counting again.
--- KEYS[1] hash: "r:<owner>" / "w:<owner>" -> read / write hold count, "\1w" -> the writer,
+-- KEYS[1] hash: "r:<owner>" / "w:<owner>" -> read / write hold count, "\1w" -> the writer, "\1k" = "rw",
 --         replay records (see lib.lua)
 -- KEYS[2] leases: "r:<owner>" / "w:<owner>" -> lease end (server ms); one lease per hold kind
 --         of each owner, so a reader that dies loses only its own read holds
@@ -31,7 +31,7 @@ local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
 
-redis.call('hlen', H)
+mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)
 if fair then
   redis.call('llen', Q)
@@ -98,7 +98,7 @@ local function bound()
 end
 
 local function take(new)
-  redis.call('hset', H, field, 1)
+  redis.call('hset', H, field, 1, '\1k', 'rw')
   if acc == 'w' then
     redis.call('hset', H, '\1w', owner)
   end

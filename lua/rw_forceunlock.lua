@@ -5,7 +5,7 @@
 -- Returns 1 when the lock was held, 0 when not. Raises WRONGTYPE, deleting nothing, when a
 -- key has another type.
 local H, L, Q, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-redis.call('hlen', H)
+mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 local held = redis.call('zcard', L) > 0
 if ARGV[1] == 'fair' then
   local head = redis.call('lindex', Q, 0)

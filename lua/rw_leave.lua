@@ -9,6 +9,7 @@
 -- Returns 1 when the waiter was there, 0 when not. Idempotent.
 local H, L, W, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, acc, fair = ARGV[1], ARGV[2], ARGV[3] == 'fair'
+mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 
 if not fair then
   if acc ~= 'w' or redis.call('zrem', W, owner) == 0 then

@@ -20,7 +20,7 @@ local H, L, W, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
 
-redis.call('hlen', H)
+mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)
 if fair then
   redis.call('llen', Q)

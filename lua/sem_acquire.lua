@@ -1,6 +1,6 @@
 -- sem_acquire.lua: take n permits of a semaphore as one hold, in arrival order, or wait in its
 -- queue; a replayed request returns its recorded outcome instead of taking more.
--- KEYS[1] hash: "\1p" -> permits, "\1u" -> permits held, "<hold id>" -> permits of that hold.
+-- KEYS[1] hash: "\1k" = "sem", "\1p" -> permits, "\1u" -> permits held, "<hold id>" -> permits of that hold.
 --         It exists while anyone holds or waits, so the permit count is checked against it.
 -- KEYS[2] leases: hold id -> lease end (server ms)
 -- KEYS[3] queue: waiting hold ids in arrival order
@@ -25,7 +25,9 @@ local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
 
-local stored = redis.call('hget', H, '\1p')
+local got = redis.call('hmget', H, '\1k', '\1p')
+mustBeKind(H, 'sem', got[1])
+local stored = got[2]
 redis.call('zcard', L)
 redis.call('llen', Q)
 redis.call('zcard', D)
@@ -56,7 +58,7 @@ local function keep()
     redis.call('del', H, L, Q, D)
     return
   end
-  redis.call('hset', H, '\1p', permits, '\1u', used)
+  redis.call('hset', H, '\1k', 'sem', '\1p', permits, '\1u', used)
   expireWith(H, L, t, floor)
 end
 

@@ -5,7 +5,9 @@
 -- permits stored} when the semaphore is in use with another permit count.
 local H, L, D = KEYS[1], KEYS[2], KEYS[3]
 local permits = tonumber(ARGV[1])
-local stored = redis.call('hget', H, '\1p')
+local got = redis.call('hmget', H, '\1k', '\1p')
+mustBeKind(H, 'sem', got[1])
+local stored = got[2]
 local t = now()
 if stored and tonumber(stored) ~= permits and
     (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then

@@ -4,6 +4,7 @@
 -- ARGV[1] hold id of the waiter
 -- Returns 1 when it was queued, 0 when not. Idempotent.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+mustBeKind(H, 'sem', redis.call('hget', H, '\1k'))
 redis.call('llen', Q)
 if not leaveQueue(Q, D, ARGV[1]) then
   return 0

@@ -6,7 +6,7 @@
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-redis.call('hlen', H)
+mustBeKind(H, 'sem', redis.call('hget', H, '\1k'))
 redis.call('llen', Q)
 local t = now()
 local used = tonumber(redis.call('hget', H, '\1u') or '0')
@@ -28,7 +28,7 @@ local last = redis.call('zrange', D, -1, -1, 'WITHSCORES')
 if redis.call('zcard', L) == 0 and not head then
   redis.call('del', H, L, Q, D)
 else
-  redis.call('hset', H, '\1u', used)
+  redis.call('hset', H, '\1k', 'sem', '\1u', used)
   local floor = 0
   if last[2] then
     floor = tonumber(last[2]) - t

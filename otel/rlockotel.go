@@ -65,9 +65,10 @@ const ScopeName = "github.com/rlock-go/rlock/otel"
 // Attribute keys.
 const (
 	LockNameKey = attribute.Key("rlock.lock.name") // the lock name (see WithLockNames)
-	LockKindKey = attribute.Key("rlock.lock.kind") // "mutex" or "fair_mutex"
+	LockKindKey = attribute.Key("rlock.lock.kind") // rlock.LockInfo.Kind: "mutex", "fair_mutex", "rw_mutex", ...
 	OutcomeKey  = attribute.Key("rlock.outcome")   // how a call ended; see rlock.Outcome
 	HoldEndKey  = attribute.Key("rlock.hold.end")  // how a hold ended: released, lost, closed
+	OpKey       = attribute.Key("rlock.op")        // spans: the call, rlock.Op: lock, rlock, acquire, unlock, ...
 )
 
 // Instrument names (see the package documentation).
@@ -83,8 +84,8 @@ const (
 
 // Span names.
 const (
-	LockSpanName   = "rlock.Lock"   // a Lock or TryLock call
-	UnlockSpanName = "rlock.Unlock" // an Unlock call
+	LockSpanName   = "rlock.Lock"   // a call that takes a hold: Lock, RLock, Acquire or a Try form (see OpKey)
+	UnlockSpanName = "rlock.Unlock" // a call that releases one: Unlock, RUnlock or Release
 )
 
 // Histogram bucket boundaries, in seconds.
@@ -198,23 +199,30 @@ func (o *observer) attrs(lock rlock.LockInfo, extra ...attribute.KeyValue) []att
 	return append(kv, extra...)
 }
 
+// acquiring reports whether op takes a hold (Lock, RLock, Acquire and their Try forms), as
+// opposed to releasing one.
+func acquiring(op rlock.Op) bool {
+	return op == rlock.OpLock || op == rlock.OpRLock || op == rlock.OpAcquire
+}
+
 // Start starts the call's span as a child of ctx's, and counts a Lock call as waiting.
 func (o *observer) Start(ctx context.Context, op rlock.Op, lock rlock.LockInfo) context.Context {
 	attrs := o.attrs(lock)
 	name := LockSpanName
-	if op == rlock.OpUnlock {
+	if !acquiring(op) {
 		name = UnlockSpanName
 	} else {
 		o.waiting.Add(ctx, 1, metric.WithAttributes(attrs...))
 	}
-	ctx, _ = o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	ctx, _ = o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(append(attrs, OpKey.String(op.String()))...))
 	return ctx
 }
 
 // End records a Lock call's wait, and ends the call's span with its outcome.
 func (o *observer) End(ctx context.Context, op rlock.Op, lock rlock.LockInfo, outcome rlock.Outcome, took time.Duration, err error) {
 	out := OutcomeKey.String(outcome.String())
-	if op == rlock.OpLock {
+	if acquiring(op) {
 		attrs := o.attrs(lock)
 		o.waiting.Add(ctx, -1, metric.WithAttributes(attrs...))
 		o.waitTime.Record(ctx, took.Seconds(), metric.WithAttributes(append(attrs, out)...))

@@ -250,6 +250,16 @@ func TestObserver(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, queue.Unlock(hq))
 
+	// A read-write mutex and a semaphore: their calls count as waiting, then not.
+	docs := a.NewRWMutex("docs")
+	hr, err := docs.RLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, docs.RUnlock(hr))
+	permits := a.NewSemaphore("permits", 2)
+	hs, err := permits.Acquire(ctx, 2)
+	require.NoError(t, err)
+	require.NoError(t, permits.Release(hs))
+
 	// A hold lost: another client deletes the lock, the holder's watchdog finds out.
 	contested := a.NewMutex("contested")
 	hc, err := contested.Lock(ctx)
@@ -300,6 +310,8 @@ func TestObserver(t *testing.T) {
 		{"busy", rlock.KindMutex, rlock.OutcomeAcquired, 2, 30 * time.Millisecond},
 		{"busy", rlock.KindMutex, rlock.OutcomeTimedOut, 1, 20 * time.Millisecond},
 		{"queue", rlock.KindFairMutex, rlock.OutcomeAcquired, 1, 0},
+		{"docs", rlock.KindRWMutex, rlock.OutcomeAcquired, 1, 0},
+		{"permits", rlock.KindSemaphore, rlock.OutcomeAcquired, 1, 0},
 		{"contested", rlock.KindMutex, rlock.OutcomeAcquired, 1, 0},
 	} {
 		p := final.hist(rlockotel.WaitTimeName, lockAttrs(c.lock, c.kind, outcome(c.outcome)))
@@ -317,6 +329,8 @@ func TestObserver(t *testing.T) {
 		{"orders", rlock.KindMutex, "released", 1},
 		{"busy", rlock.KindMutex, "released", 2},
 		{"queue", rlock.KindFairMutex, "released", 1},
+		{"docs", rlock.KindRWMutex, "released", 1},
+		{"permits", rlock.KindSemaphore, "released", 1},
 		{"contested", rlock.KindMutex, "lost", 1},
 	} {
 		p := final.hist(rlockotel.HoldTimeName, lockAttrs(c.lock, c.kind, end(c.end)))
@@ -328,7 +342,8 @@ func TestObserver(t *testing.T) {
 	assert.GreaterOrEqual(t, mx, 0.03, "the first busy hold lasted through the waiter's wait")
 	// rlock.held and rlock.waiting: back to zero.
 	for _, lock := range []attribute.Set{lockAttrs("orders", rlock.KindMutex), busyAttrs,
-		lockAttrs("queue", rlock.KindFairMutex), lockAttrs("contested", rlock.KindMutex)} {
+		lockAttrs("queue", rlock.KindFairMutex), lockAttrs("contested", rlock.KindMutex),
+		lockAttrs("docs", rlock.KindRWMutex), lockAttrs("permits", rlock.KindSemaphore)} {
 		n, ok := final.sum(rlockotel.HeldName, lock)
 		assert.True(t, ok)
 		assert.Zero(t, n)

@@ -43,7 +43,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.foreground, "foreground", false, "keep CMD in rlock's process group")
 	fs.BoolVar(&f.read, "read", false, "read hold of a read-write lock")
 	fs.BoolVar(&f.write, "write", false, "write hold of a read-write lock")
-	fs.Int64Var(&f.semaphore, "semaphore", 0, "one permit of a semaphore of N")
+	fs.Int64Var(&f.semaphore, "semaphore", 0, "one of N permits of a semaphore")
 }
 
 // waitFor is the wait of the acquisition: --wait, or -1 (until interrupted) without it.
@@ -79,7 +79,7 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 		return usageFailed(stderr, err)
 	}
 	f.set = given(fs)
-	kind, err := kindOf(f.read, f.write, f.set["semaphore"])
+	kind, err := kindOf(&f)
 	if err == nil {
 		err = f.check(fs)
 	}
@@ -115,10 +115,13 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	if f.set["lease"] {
 		opts = append(opts, rlock.WithLease(f.lease))
 	}
+	if err := checkKind(s, &f.redisFlags, kind, pos[0]); err != nil {
+		return usageFailed(stderr, err)
+	}
 	x := &execution{
 		f:      &f,
 		name:   pos[0],
-		lk:     newLocker(s, &f.redisFlags, kind, pos[0], opts...),
+		lk:     newLocker(s, &f, kind, pos[0], opts...),
 		sigs:   sigs,
 		stderr: stderr,
 	}
@@ -168,10 +171,12 @@ func (x *execution) run(cmd *exec.Cmd) int {
 		return code
 	}
 	if held.Err() != nil { // lost already, before CMD could start
-		x.report("lock %q lost before CMD started: %v", x.name, context.Cause(held))
+		x.report("%s lost before CMD started: %v", x.lk.what(), context.Cause(held))
 		_ = x.lk.release(held)
 		return x.f.lostExit
 	}
+	// A semaphore's hold has no owner (every acquisition is a hold of its own): RLOCK_OWNER is
+	// then empty, not an owner inherited from an outer rlock exec.
 	owner, _ := rlock.Owner(held)
 	cmd.Env = append(slices.Clip(cmd.Env), "RLOCK_NAME="+x.name, "RLOCK_OWNER="+owner)
 	if err := cmd.Start(); err != nil {
@@ -216,7 +221,7 @@ func (x *execution) lock(ctx context.Context, cancel context.CancelFunc) (contex
 		if r = <-done; r.err == nil { // acquired just as the signal came: give it back
 			_ = x.lk.release(r.held)
 		}
-		x.report("%v while waiting for lock %q; CMD not run", sig, x.name)
+		x.report("%v while waiting for %s; CMD not run", sig, x.lk.what())
 		return nil, signalStatus(sig)
 	}
 	switch {
@@ -224,15 +229,15 @@ func (x *execution) lock(ctx context.Context, cancel context.CancelFunc) (contex
 		return r.held, 0
 	case errors.Is(r.err, rlock.ErrNotObtained):
 		if wait := x.f.waitFor(); wait > 0 {
-			x.report("lock %q is held by another owner; gave up after %v", x.name, wait)
+			x.report("%s %s; gave up after %v", x.lk.what(), x.lk.busy(), wait)
 		} else {
-			x.report("lock %q is held by another owner", x.name)
+			x.report("%s %s", x.lk.what(), x.lk.busy())
 		}
 		return nil, exitTempFail
 	case isUsage(lockErr(r.err)):
 		return nil, usageFailed(x.stderr, lockErr(r.err))
 	}
-	x.report("lock %q: %v", x.name, r.err)
+	x.report("%s: %v", x.lk.what(), r.err)
 	return nil, exitUnavailable
 }
 
@@ -260,7 +265,7 @@ func (x *execution) stop(cmd *exec.Cmd, held context.Context, exited <-chan stru
 	if cause != rlock.ErrLockLost { // the bare sentinel adds nothing; a lease end says more
 		why = " (" + cause.Error() + ")"
 	}
-	x.report("lock %q %s while CMD ran%s: stopping CMD (SIGTERM, SIGKILL after %v)", x.name, what, why, x.f.killAfter)
+	x.report("%s %s while CMD ran%s: stopping CMD (SIGTERM, SIGKILL after %v)", x.lk.what(), what, why, x.f.killAfter)
 	x.signal(cmd, syscall.SIGTERM, group)
 	kill := time.NewTimer(x.f.killAfter)
 	defer kill.Stop()
@@ -298,13 +303,13 @@ func (x *execution) finish(held context.Context, code int) int {
 	case err == nil:
 		return code
 	case errors.Is(err, rlock.ErrLockLost) && code == 0:
-		x.report("lock %q was lost before CMD ended: its run may have overlapped another holder's", x.name)
+		x.report("%s was lost before CMD ended: its run may have overlapped another holder's", x.lk.what())
 		return x.f.lostExit
 	case errors.Is(err, rlock.ErrLockLost):
-		x.report("lock %q was lost before CMD ended; exiting with CMD's status %d", x.name, code)
+		x.report("%s was lost before CMD ended; exiting with CMD's status %d", x.lk.what(), code)
 		return code
 	}
-	x.report("releasing lock %q: %v (it expires by itself within its lease)", x.name, err)
+	x.report("releasing %s: %v (it expires by itself within its lease)", x.lk.what(), err)
 	return code
 }
 

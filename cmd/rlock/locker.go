@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/rlock-go/rlock"
 )
 
-// holdKind is what "rlock exec" holds. The read-write mutex and the semaphore are specified
-// for the library but not built yet: their flags are parsed, and refused by kindOf.
+// holdKind is what "rlock exec" holds.
 type holdKind int
 
 const (
@@ -18,22 +18,29 @@ const (
 	kindSemaphore                 // --semaphore N: one of N permits of the semaphore NAME
 )
 
-// kindOf returns the kind of hold that the flags ask for, or a usage error: for conflicting
-// flags, and for the kinds this version cannot take.
-func kindOf(read, write, semaphore bool) (holdKind, error) {
+// kindOf returns the kind of hold that the exec flags ask for, or a usage error for flags
+// that conflict or do not apply to that kind.
+func kindOf(f *execFlags) (holdKind, error) {
+	semaphore := f.set["semaphore"]
 	switch {
-	case read && write:
+	case f.read && f.write:
 		return 0, usagef("exec: --read and --write exclude each other")
-	case semaphore && (read || write):
+	case semaphore && (f.read || f.write):
 		return 0, usagef("exec: --semaphore excludes --read and --write")
-	case read || write:
-		// When NewRWMutex exists: kindRead / kindWrite, and an rwLocker in newLocker.
-		return 0, usagef("--read/--write need the read-write mutex, not in this version")
-	case semaphore:
-		// When NewSemaphore exists: kindSemaphore, and a semaphoreLocker in newLocker.
-		return 0, usagef("--semaphore needs the semaphore, not in this version")
+	case f.read:
+		return kindRead, nil
+	case f.write:
+		return kindWrite, nil
+	case !semaphore:
+		return kindMutex, nil
+	case f.semaphore < 1:
+		return 0, usagef("exec: --semaphore %d: a semaphore needs at least 1 permit", f.semaphore)
+	case f.fair:
+		return 0, usagef("exec: --fair does not apply to --semaphore: a semaphore always serves its waiters in arrival order")
+	case f.set["owner"]:
+		return 0, usagef("exec: --owner does not apply to --semaphore: every acquisition is a hold of its own")
 	}
-	return kindMutex, nil
+	return kindSemaphore, nil
 }
 
 // locker takes and gives back the one hold that "rlock exec" runs CMD under.
@@ -44,16 +51,23 @@ type locker interface {
 	acquire(ctx context.Context, wait time.Duration) (context.Context, error)
 	// release gives back the hold that held, from acquire, carries.
 	release(held context.Context) error
+	// what names the lock in messages: `lock "NAME"`, `semaphore "NAME"`.
+	what() string
+	// busy says why acquire gave up: what holds the lock (or waits for it) such that this
+	// hold could not be had.
+	busy() string
 }
 
-// newLocker returns the locker of kind for the lock name, whose holds get opts. kindOf has
-// already refused the kinds this version does not have.
-func newLocker(s *session, f *redisFlags, kind holdKind, name string, opts ...rlock.MutexOption) locker {
+// newLocker returns the locker of kind for the lock name, whose holds get opts; f.semaphore
+// is the permit count of a semaphore.
+func newLocker(s *session, f *execFlags, kind holdKind, name string, opts ...rlock.MutexOption) locker {
 	switch kind {
-	case kindMutex:
-		return mutexLocker{s.mutex(f, name, opts...)}
+	case kindRead, kindWrite:
+		return rwLocker{rw: s.rwMutex(&f.redisFlags, name, opts...), write: kind == kindWrite, fair: f.fair}
+	case kindSemaphore:
+		return semaphoreLocker{s.locks.NewSemaphore(name, f.semaphore, opts...)}
 	}
-	panic("rlock: newLocker: hold kind not available in this version")
+	return mutexLocker{s.mutex(&f.redisFlags, name, opts...)}
 }
 
 // mutexLocker holds a mutex, plain or fair.
@@ -69,3 +83,94 @@ func (l mutexLocker) acquire(ctx context.Context, wait time.Duration) (context.C
 
 // release unlocks the mutex once.
 func (l mutexLocker) release(held context.Context) error { return l.m.Unlock(held) }
+
+func (l mutexLocker) what() string { return fmt.Sprintf("lock %q", l.m.Name()) }
+func (l mutexLocker) busy() string { return "is held by another owner" }
+
+// rwLocker holds a read-write mutex, plain (writer preference) or fair, for reading or for
+// writing.
+type rwLocker struct {
+	rw    *rlock.RWMutex
+	write bool
+	fair  bool
+}
+
+// acquire takes a write hold (Lock, TryLock) or a read hold (RLock, TryRLock).
+func (l rwLocker) acquire(ctx context.Context, wait time.Duration) (context.Context, error) {
+	switch {
+	case l.write && wait < 0:
+		return l.rw.Lock(ctx)
+	case l.write:
+		return l.rw.TryLock(ctx, wait)
+	case wait < 0:
+		return l.rw.RLock(ctx)
+	}
+	return l.rw.TryRLock(ctx, wait)
+}
+
+// release gives back one write hold (Unlock) or one read hold (RUnlock).
+func (l rwLocker) release(held context.Context) error {
+	if l.write {
+		return l.rw.Unlock(held)
+	}
+	return l.rw.RUnlock(held)
+}
+
+func (l rwLocker) what() string { return fmt.Sprintf("lock %q", l.rw.Name()) }
+
+func (l rwLocker) busy() string {
+	switch {
+	case l.write && l.fair:
+		return "is held by other owners, or others wait before this writer"
+	case l.write:
+		return "is held by other owners (readers or a writer)"
+	case l.fair:
+		return "is held for writing, or others wait before this reader"
+	}
+	return "is held for writing, or a writer waits"
+}
+
+// semaphoreLocker holds one permit of a semaphore.
+type semaphoreLocker struct{ s *rlock.Semaphore }
+
+// acquire takes one permit: Acquire, or TryAcquire for a bounded wait.
+func (l semaphoreLocker) acquire(ctx context.Context, wait time.Duration) (context.Context, error) {
+	if wait < 0 {
+		return l.s.Acquire(ctx, 1)
+	}
+	return l.s.TryAcquire(ctx, 1, wait)
+}
+
+// release gives the permit of held back.
+func (l semaphoreLocker) release(held context.Context) error { return l.s.Release(held) }
+
+func (l semaphoreLocker) what() string { return fmt.Sprintf("semaphore %q", l.s.Name()) }
+
+func (l semaphoreLocker) busy() string {
+	return fmt.Sprintf("has no free permit of %d (or others wait before)", l.s.Permits())
+}
+
+// checkKind refuses to take NAME as kind when its keys in Redis show a lock of another kind.
+// The library holds every lock of a name to be of one kind, but does not tell all mixes apart
+// (a read-write lock's or a semaphore's script takes a name that a mutex holds), and a mix
+// breaks exclusion: one crontab with --read and another without would run together. The
+// check is best-effort (the lock may change between it and the acquisition); errors are left
+// to the acquisition to report.
+func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
+	st, err := readState(s.rc, f.keyPrefix(), name)
+	if err != nil || st.kind == lockNone {
+		return nil
+	}
+	want, how := lockMutex, "without --read, --write or --semaphore"
+	switch kind {
+	case kindRead, kindWrite:
+		want, how = lockRW, "with --read or --write"
+	case kindSemaphore:
+		want, how = lockSemaphore, "with --semaphore N"
+	}
+	if st.kind == want {
+		return nil
+	}
+	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
+		name, st.kind, lockKey(f.keyPrefix(), name), how)
+}

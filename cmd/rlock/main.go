@@ -29,7 +29,7 @@ so that at most one copy of it runs at a time across every host that uses the sa
 
 Usage:
   rlock exec [flags] NAME [--] CMD [ARG...]   run CMD while holding the lock NAME
-  rlock status [flags] NAME                    show who holds NAME (with --fair, who waits)
+  rlock status [flags] NAME                    show who holds NAME, and who waits
   rlock unlock --force [flags] NAME            delete the lock NAME, whoever holds it
   rlock help                                   this text (also -h, --help)
 
@@ -42,9 +42,10 @@ Flags of every subcommand:
                     ?addr=host2:port&addr=... (a Redis Cluster is detected by itself);
                     Sentinel: redis://sentinel1:26379?master_set=NAME&addr=sentinel2:26379
   --prefix P        key prefix (default "rlock"): the lock NAME is the Redis hash P:{NAME}
-  --fair            a fair lock: waiters get it in arrival order; everyone using NAME must
-                    agree. status --fair also lists the queue; unlock --force --fair wakes
-                    its head
+  --fair            a fair lock (mutex or, with --read/--write, read-write lock): waiters get
+                    it in arrival order; everyone using NAME must agree. status --fair also
+                    says "queue: empty"; unlock --force --fair wakes the queue's head (as it
+                    does anyway when waiters queue)
   --watchdog D      lease of a hold, renewed every third of it while rlock runs (default 30s):
                     a holder that dies frees the lock within D, and a holder notices a forced
                     unlock within D/3
@@ -63,10 +64,14 @@ Flags of exec:
   --kill-after D    when the lock is lost: SIGKILL CMD this long after SIGTERM (default 10s)
   --foreground      keep CMD in rlock's process group, for a CMD that reads from the terminal
                     (see Signals)
-  --read, --write   a read or a write hold of a read-write lock: needs the read-write mutex,
-                    not in this version (exit 64)
-  --semaphore N     one of N permits of a semaphore: needs the semaphore, not in this version
-                    (exit 64)
+  --read, --write   a read or a write hold of the read-write lock NAME: any number of readers
+                    at once, or one writer. A waiting writer holds back new readers (with
+                    --fair: arrival order). An owner holding only read holds that asks to
+                    write is refused (64)
+  --semaphore N     one of the N permits of the semaphore NAME: at most N CMDs at once; served
+                    in arrival order. Everyone using NAME must give the same N (else 64). No
+                    --fair (it always is), no --owner (each run is a hold of its own;
+                    $RLOCK_OWNER is empty)
 
 exec takes the lock, runs CMD with rlock's stdin, stdout, stderr and environment, and
 releases the lock when CMD exits. If the lock is lost while CMD runs (its lease ran out, or
@@ -83,14 +88,19 @@ renews the lock then.
 Exit status:
   exec      CMD's status, 128+n if CMD died of signal n, or:
             64  usage error, or an argument the lock library refuses (NAME, --owner, a key of
-                another type at NAME)
+                another type at NAME, another --semaphore N, an upgrade from --read to
+                --write), or NAME is held in Redis as another kind of lock
             69  Redis unreachable, or an error from it
             75  the lock is taken and --wait ran out (or --wait 0); or it was lost while CMD
                 ran, or found lost on release after CMD succeeded (--lost-exit N: N)
             126 CMD cannot be run; 127 CMD not found
             129, 130, 143: SIGHUP, SIGINT, SIGTERM while waiting for the lock
-  status    0 held, 1 free, 2 error, 64 usage error
+  status    0 held (a semaphore: any permit out), 1 free, 2 error, 64 usage error
   unlock    0 the lock existed (deleted now), 1 it did not, 2 error, 64 usage error
+
+status and unlock --force tell the kind of NAME (mutex, read-write lock, semaphore) from its
+keys in Redis. unlock --force ends every hold: each holder's CMD is stopped within a third of
+its --watchdog.
 
 Example: at most one copy of a job across the fleet; a host that finds it running skips this
 round (exit 75, and one line on stderr, which cron mails). In the crontab of every host:

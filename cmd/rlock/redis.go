@@ -133,6 +133,14 @@ func (s *session) mutex(f *redisFlags, name string, opts ...rlock.MutexOption) *
 	return s.locks.NewMutex(name, opts...)
 }
 
+// rwMutex returns the read-write mutex NAME of the session, fair if f says so.
+func (s *session) rwMutex(f *redisFlags, name string, opts ...rlock.MutexOption) *rlock.RWMutex {
+	if f.fair {
+		return s.locks.NewFairRWMutex(name, opts...)
+	}
+	return s.locks.NewRWMutex(name, opts...)
+}
+
 // close closes the lock client (its watchdog and subscriptions), then the Redis connection.
 func (s *session) close() {
 	_ = s.locks.Close() // always nil

@@ -98,7 +98,7 @@ func TestWrongTypeKey(t *testing.T) {
 	assert.Contains(t, stderr, "holds a value that is not a lock of rlock")
 	code, _, stderr = e.run("unlock", "--force", "wt")
 	assert.Equal(t, exitError, code)
-	assert.Contains(t, stderr, "holds a value that is not a lock of this library")
+	assert.Contains(t, stderr, "holds a value that is not a lock of rlock")
 	code, _, stderr = e.run("exec", "wt", "--", "true")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "holds a value that is not a lock of this library")

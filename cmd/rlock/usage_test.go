@@ -9,18 +9,22 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestUsageErrors: mistakes on the command line, and the hold kinds this version does not
-// have (--read, --write, --semaphore), exit 64 with a message.
+// TestUsageErrors: mistakes on the command line, and flags that do not go together, exit 64
+// with a message.
 func TestUsageErrors(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
 		args []string
 		msg  string
 	}{
-		{[]string{"exec", "--read", "n", "--", "true"}, "rlock: --read/--write need the read-write mutex, not in this version\n"},
-		{[]string{"exec", "--write", "n", "--", "true"}, "rlock: --read/--write need the read-write mutex, not in this version\n"},
-		{[]string{"exec", "--semaphore", "3", "n", "--", "true"}, "rlock: --semaphore needs the semaphore, not in this version\n"},
 		{[]string{"exec", "--read", "--write", "n", "--", "true"}, "--read and --write exclude each other"},
+		{[]string{"exec", "--semaphore", "3", "--read", "n", "--", "true"}, "--semaphore excludes --read and --write"},
+		{[]string{"exec", "--semaphore", "0", "n", "--", "true"}, "--semaphore 0: a semaphore needs at least 1 permit"},
+		{[]string{"exec", "--semaphore", "-2", "n", "--", "true"}, "--semaphore -2: a semaphore needs at least 1 permit"},
+		{[]string{"exec", "--semaphore", "x", "n", "--", "true"}, `invalid value "x" for flag -semaphore`},
+		{[]string{"exec", "--semaphore", "3", "--fair", "n", "--", "true"}, "--fair does not apply to --semaphore"},
+		{[]string{"exec", "--semaphore", "3", "--owner", "o", "n", "--", "true"}, "--owner does not apply to --semaphore"},
+		{[]string{"exec", "--read", "--owner", "", "n", "--", "true"}, "empty owner id"},
 		{[]string{"exec"}, "exec: missing NAME"},
 		{[]string{"exec", "n"}, `exec: missing CMD after NAME "n"`},
 		{[]string{"exec", "--bogus", "n", "--", "true"}, "flag provided but not defined: -bogus"},
