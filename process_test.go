@@ -31,7 +31,9 @@ type child struct {
 func startChild(t *testing.T, name string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + name, "REDIS_ADDR=" + redisAddr}, env...)...)
+	// A race-enabled binary sleeps 1s before it exits unless told not to.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + name, "REDIS_ADDR=" + redisAddr, "GORACE=" + gorace}, env...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -66,6 +68,9 @@ func (c *child) wait(t *testing.T) {
 func runHelper(name string) int {
 	if name == "chaos" {
 		return runChaosChild()
+	}
+	if strings.HasPrefix(name, "kinds-") {
+		return runKindsHelper(name)
 	}
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
 	if err != nil {

@@ -20,8 +20,8 @@
 -- ARGV[9] 'fair' for arrival order with reader batches, 'plain' for writer preference
 -- Returns {1, hold count, token} when acquired or re-entered (a read hold's token is the
 -- counter as it is: the last writer's token), {0, pttl, next} when not: pttl bounds the wait
--- (the holders' latest lease end, or FairWaitTimeout while only waiters are ahead; -2: free
--- but another waiter is ahead), next is 1 when the caller is among those who go next; or {-1}
+-- (the holders' latest lease end, or until the first waiting writer's place runs out while
+-- only waiters are ahead; -2: free but another waiter is ahead), next is 1 when the caller is among those who go next; or {-1}
 -- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
 -- written. Time is the server's. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
@@ -114,7 +114,10 @@ if not fair then
       return {0, bound(), 0}
     end
     if waiting > 0 then
-      return {0, wait, 0}
+      -- held back by waiting writers: look again when the first of their places runs out,
+      -- which publishes nothing (a writer that died while waiting)
+      local first = redis.call('zrange', W, 0, 0, 'WITHSCORES')
+      return {0, math.max(tonumber(first[2]) - t, 0) + 1, 0}
     end
     return take(false)
   end
