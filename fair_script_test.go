@@ -38,7 +38,7 @@ func (f *fairScripts) acquire(owner, mode string) []int64 {
 	f.t.Helper()
 	f.seq++
 	req := "scripttest00" + strconv.Itoa(f.seq) // a fresh request: the first 12 bytes name the client
-	r, err := fairAcquireScript.Exec(context.Background(), f.rc,
+	r, err := fairAcquireScript.classic.Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence},
 		[]string{owner, "10000", req, "take", "1", strconv.FormatInt(f.wait.Milliseconds(), 10), mode}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -47,7 +47,7 @@ func (f *fairScripts) acquire(owner, mode string) []int64 {
 
 func (f *fairScripts) release(owner, request string) int64 {
 	f.t.Helper()
-	r, err := releaseScript.Exec(context.Background(), f.rc,
+	r, err := releaseScript.classic.Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.channel, f.keys.queue, f.keys.deadlines},
 		[]string{owner, request, addressedPrefix, "1"}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -56,7 +56,7 @@ func (f *fairScripts) release(owner, request string) int64 {
 
 func (f *fairScripts) leave(owner string) int64 {
 	f.t.Helper()
-	n, err := fairLeaveScript.Exec(context.Background(), f.rc,
+	n, err := fairLeaveScript.classic.Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.channel},
 		[]string{owner, addressedPrefix}).AsInt64()
 	require.NoError(f.t, err)

@@ -3,8 +3,6 @@ package rlock
 import (
 	"context"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // A fair mutex hands the lock out in the order waiters arrived. Beside the lock hash it keeps
@@ -52,7 +50,7 @@ func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := fairAcquireScript.Exec(ctx, lk.c.rc,
+	reply, err := fairAcquireScript.on(lk.c).Exec(ctx, lk.c.rc,
 		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.fence},
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue}).AsIntSlice()
 	if err != nil {
@@ -62,7 +60,7 @@ func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt
 }
 
 func (fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
-	r, err := releaseScript.Exec(ctx, lk.c.rc,
+	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc,
 		[]string{lk.keys.lock, lk.keys.channel, lk.keys.queue, lk.keys.deadlines},
 		[]string{owner, p.request, addressedPrefix, "1"}).AsIntSlice()
 	if err == nil && len(r) != 2 {
@@ -75,11 +73,11 @@ func (fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ acce
 }
 
 func (fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
-	return fairLeaveScript.Exec(ctx, lk.c.rc,
+	return fairLeaveScript.on(lk.c).Exec(ctx, lk.c.rc,
 		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.channel},
 		[]string{owner, addressedPrefix}).Error()
 }
 
-func (fairMutexKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+func (fairMutexKind) renewal(lk *lock) (luaScript, []string) {
 	return renewScript, []string{lk.keys.lock}
 }

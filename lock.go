@@ -39,7 +39,7 @@ type kind interface {
 	leave(ctx context.Context, lk *lock, owner string, a access) error
 	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
 	// hold (all in the lock's slot); see renew.lua.
-	renewal(lk *lock) (*rueidis.Lua, []string)
+	renewal(lk *lock) (luaScript, []string)
 	// style is how a waiter for access a waits.
 	style(a access) waitStyle
 	// name is the Kind that observers see.
@@ -308,11 +308,11 @@ func (lk *lock) token(ctx context.Context) (int64, bool) {
 }
 
 // forceUnlock runs a kind's force-unlock script and marks this process's holds lost.
-func (lk *lock) forceUnlock(ctx context.Context, s *rueidis.Lua, keys, args []string) (bool, error) {
+func (lk *lock) forceUnlock(ctx context.Context, s luaScript, keys, args []string) (bool, error) {
 	if err := lk.check(ctx); err != nil {
 		return false, err
 	}
-	n, err := s.Exec(ctx, lk.c.rc, keys, args).AsInt64()
+	n, err := s.on(lk.c).Exec(ctx, lk.c.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}

@@ -177,11 +177,13 @@ func (e *env) keys() []string {
 	return keys
 }
 
-// channels lists this env's subscribed channels on the server.
+// channels lists this env's subscribed channels on the server, classic and sharded.
 func (e *env) channels() []string {
 	chs, err := e.admin.Do(context.Background(), e.admin.B().PubsubChannels().Pattern(e.prefix+":*").Build()).AsStrSlice()
 	require.NoError(e.t, err)
-	return chs
+	sharded, err := e.admin.Do(context.Background(), e.admin.B().PubsubShardchannels().Pattern(e.prefix+":*").Build()).AsStrSlice()
+	require.NoError(e.t, err)
+	return append(chs, sharded...)
 }
 
 func (e *env) checkClean() {

@@ -3,8 +3,6 @@ package rlock
 import (
 	"context"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // Mutex is a reentrant distributed lock identified by a name. It holds only the name and
@@ -33,7 +31,7 @@ func (mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 	if lk.fencing {
 		keys = append(keys, lk.keys.fence)
 	}
-	reply, err := acquireScript.Exec(ctx, lk.c.rc, keys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := acquireScript.on(lk.c).Exec(ctx, lk.c.rc, keys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -42,7 +40,7 @@ func (mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 
 func (mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
 	sent := time.Now()
-	r, err := releaseScript.Exec(ctx, lk.c.rc, []string{lk.keys.lock, lk.keys.channel},
+	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, []string{lk.keys.lock, lk.keys.channel},
 		[]string{owner, p.request, unlockMessage}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
@@ -58,7 +56,7 @@ func (mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 
 func (mutexKind) leave(context.Context, *lock, string, access) error { return nil }
 
-func (mutexKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+func (mutexKind) renewal(lk *lock) (luaScript, []string) {
 	return renewScript, []string{lk.keys.lock}
 }
 
@@ -119,7 +117,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := inspectScript.Exec(ctx, m.c.rc, []string{m.keys.lock}, []string{owner}).AsIntSlice()
+	r, err := inspectScript.on(m.c).Exec(ctx, m.c.rc, []string{m.keys.lock}, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
 	}

@@ -232,14 +232,22 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		}
 	}
 	hookCtx := rueidis.WithOnSubscriptionHook(s.ctx, func(ps rueidis.PubSubSubscription) {
-		if ps.Kind == "subscribe" {
+		if ps.Kind == "subscribe" || ps.Kind == "ssubscribe" {
 			s.confirmed()
 		}
 	})
+	// On a cluster the channel is a sharded one: SSUBSCRIBE carries the lock's slot, so rueidis
+	// sends it (and SUNSUBSCRIBE) to the node that owns the lock, where SPUBLISH delivers.
+	// (rueidis recycles a command once it completes: each call gets a new one.)
+	subscribe := func() rueidis.Completed {
+		if c.sharded {
+			return c.rc.B().Ssubscribe().Channel(s.channel).Build()
+		}
+		return c.rc.B().Subscribe().Channel(s.channel).Build()
+	}
 	backoff := 10 * time.Millisecond
 	for s.ctx.Err() == nil {
-		err := c.rc.Receive(hookCtx, c.rc.B().Subscribe().Channel(s.channel).Build(),
-			func(msg rueidis.PubSubMessage) { s.deliver(msg.Message) })
+		err := c.rc.Receive(hookCtx, subscribe(), func(msg rueidis.PubSubMessage) { s.deliver(msg.Message) })
 		if s.ctx.Err() != nil {
 			break
 		}
@@ -265,7 +273,11 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 	// writing it, and recycling it then is a data race (seen under -race with connection kills).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := c.rc.Do(ctx, c.rc.B().Unsubscribe().Channel(s.channel).Build().Pin()).Error(); err != nil {
+	unsubscribe := c.rc.B().Unsubscribe().Channel(s.channel).Build().Pin()
+	if c.sharded {
+		unsubscribe = c.rc.B().Sunsubscribe().Channel(s.channel).Build().Pin()
+	}
+	if err := c.rc.Do(ctx, unsubscribe).Error(); err != nil {
 		c.opts.Logger.Debug("rlock: unsubscribe failed", "channel", s.channel, "error", err)
 	}
 }

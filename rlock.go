@@ -21,6 +21,7 @@ const callTimeout = 10 * time.Second
 type Client struct {
 	rc         rueidis.Client
 	cluster    bool // group multi-key commands by slot
+	sharded    bool // wake-ups by sharded pub/sub (SPUBLISH, SSUBSCRIBE): on a cluster
 	opts       Options
 	obs        Observer      // opts.Observer; nil: none
 	leaseMs    string        // opts.WatchdogTimeout in whole milliseconds, as Redis gets it
@@ -66,6 +67,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	c := &Client{
 		rc:        client,
 		cluster:   client.Mode() == rueidis.ClientModeCluster,
+		sharded:   client.Mode() == rueidis.ClientModeCluster,
 		opts:      opts,
 		obs:       opts.Observer,
 		lease:     opts.WatchdogTimeout.Truncate(time.Millisecond),

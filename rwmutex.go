@@ -3,8 +3,6 @@ package rlock
 import (
 	"context"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // RWMutex is a reentrant distributed read-write lock identified by a name: any number of
@@ -81,7 +79,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := rwAcquireScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.fence),
+	reply, err := rwAcquireScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.fence),
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
 			join, k.arg()}).AsIntSlice()
 	if err != nil {
@@ -95,7 +93,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 }
 
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error) {
-	r, err := rwReleaseScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+	r, err := rwReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
 		[]string{owner, p.request, rwAccessArg[a], k.arg()}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
@@ -107,11 +105,11 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p
 }
 
 func (k rwKind) leave(ctx context.Context, lk *lock, owner string, a access) error {
-	return rwLeaveScript.Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
 		[]string{owner, rwAccessArg[a], k.arg()}).Error()
 }
 
-func (rwKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+func (rwKind) renewal(lk *lock) (luaScript, []string) {
 	return rwRenewScript, []string{lk.keys.lock, lk.keys.leases}
 }
 
@@ -181,7 +179,7 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) ([]int64, error) {
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := rwInspectScript.Exec(ctx, rw.c.rc, []string{rw.keys.lock, rw.keys.leases}, []string{owner}).AsIntSlice()
+	r, err := rwInspectScript.on(rw.c).Exec(ctx, rw.c.rc, []string{rw.keys.lock, rw.keys.leases}, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 4 {
 		err = errBadReply
 	}

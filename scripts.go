@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -13,13 +14,36 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// script returns the script of lua/<file>, prefixed with lib.lua.
-func script(file string, readOnly bool) *rueidis.Lua {
-	src := luaSource("lib.lua") + "\n" + luaSource(file)
-	if readOnly {
-		return rueidis.NewLuaScriptReadOnly(src)
+// luaScript is one script in two variants: classic pub/sub, and sharded pub/sub for a Redis
+// Cluster (its wake-ups use SPUBLISH, which keeps them on the lock's shard).
+type luaScript struct{ classic, sharded *rueidis.Lua }
+
+// on returns the variant for c's deployment.
+func (s luaScript) on(c *Client) *rueidis.Lua {
+	if c.sharded {
+		return s.sharded
 	}
-	return rueidis.NewLuaScript(src)
+	return s.classic
+}
+
+// How lib.lua's PUBLISH line reads, and how it reads in the sharded variant.
+const (
+	classicPublish = "local PUBLISH = 'publish'\n"
+	shardedPublish = "local PUBLISH = 'spublish'\n"
+)
+
+// script returns the script of lua/<file>, prefixed with lib.lua.
+func script(file string, readOnly bool) luaScript {
+	lib := luaSource("lib.lua")
+	if !strings.Contains(lib, classicPublish) {
+		panic("rlock: lib.lua does not define PUBLISH")
+	}
+	src := lib + "\n" + luaSource(file)
+	mk := rueidis.NewLuaScript
+	if readOnly {
+		mk = rueidis.NewLuaScriptReadOnly
+	}
+	return luaScript{classic: mk(src), sharded: mk(strings.Replace(src, classicPublish, shardedPublish, 1))}
 }
 
 func luaSource(file string) string {

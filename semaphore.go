@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // Semaphore is a distributed counting semaphore identified by a name: at most Permits
@@ -53,7 +51,7 @@ func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 	if r.join {
 		join = "wait"
 	}
-	reply, err := semAcquireScript.Exec(ctx, lk.c.rc, k.keys(lk),
+	reply, err := semAcquireScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk),
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
 			lk.c.fairWaitMs, join}).AsIntSlice()
 	if err != nil {
@@ -75,7 +73,7 @@ func (k semKind) permitsErr(lk *lock, reply []int64) error {
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
-	r, err := semReleaseScript.Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).AsIntSlice()
+	r, err := semReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -86,10 +84,10 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 }
 
 func (k semKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
-	return semLeaveScript.Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).Error()
+	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).Error()
 }
 
-func (semKind) renewal(lk *lock) (*rueidis.Lua, []string) {
+func (semKind) renewal(lk *lock) (luaScript, []string) {
 	return semRenewScript, []string{lk.keys.lock, lk.keys.leases}
 }
 
@@ -148,7 +146,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := semInspectScript.Exec(ctx, s.c.rc, []string{s.keys.lock, s.keys.leases, s.keys.deadlines},
+	r, err := semInspectScript.on(s.c).Exec(ctx, s.c.rc, []string{s.keys.lock, s.keys.leases, s.keys.deadlines},
 		[]string{s.kind.(semKind).permits}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply

@@ -3,8 +3,6 @@ package rlock
 import (
 	"context"
 	"strings"
-
-	"github.com/redis/rueidis"
 	"time"
 )
 
@@ -132,7 +130,7 @@ func (c *Client) kickReaper() {
 // failed one is logged, and the watchdog retries soon.
 func (c *Client) renewHolds() bool {
 	type group struct {
-		script *rueidis.Lua
+		script luaScript
 		slot   uint16
 	}
 	bySlot := make(map[group][]*hold)
@@ -186,7 +184,7 @@ func (c *Client) renewChunk(holds []*hold) bool {
 	}
 	sent := time.Now()
 	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
-	renewed, err := script.Exec(ctx, c.rc, keys, args).AsIntSlice()
+	renewed, err := script.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
 	cancel()
 	if err == nil && len(renewed) != len(holds) {
 		err = errBadReply

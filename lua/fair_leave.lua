@@ -15,7 +15,7 @@ redis.call('lrem', KEYS[2], 0, ARGV[1])
 if free then
   local head = redis.call('lindex', KEYS[2], 0)
   if head then
-    redis.call('publish', KEYS[4], ARGV[2] .. head)
+    redis.call(PUBLISH, KEYS[4], ARGV[2] .. head)
   end
 end
 return removed

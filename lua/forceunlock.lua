@@ -16,12 +16,12 @@ end
 mustBeKind(KEYS[1], '', redis.call('hget', KEYS[1], '\1k'))
 if ARGV[2] ~= '1' then
   redis.call('del', KEYS[1])
-  redis.call('publish', KEYS[2], ARGV[1])
+  redis.call(PUBLISH, KEYS[2], ARGV[1])
   return 1
 end
 local head = redis.call('lindex', KEYS[3], 0)
 redis.call('del', KEYS[1])
 if head then
-  redis.call('publish', KEYS[2], ARGV[1] .. head)
+  redis.call(PUBLISH, KEYS[2], ARGV[1] .. head)
 end
 return 1

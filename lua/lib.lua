@@ -1,6 +1,10 @@
 -- lib.lua: helpers every script shares. Each script Redis runs is this file, a newline, and the
 -- script's own file; what a script never calls costs nothing.
 
+-- PUBLISH publishes wake-ups on a lock's channel. On a Redis Cluster the scripts run with
+-- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).
+local PUBLISH = 'publish'
+
 -- now returns the server's clock in milliseconds: every deadline and lease end is in it.
 local function now()
   local t = redis.call('time')

@@ -32,7 +32,7 @@ if tonumber(held[1]) > 1 then
 end
 if ARGV[4] ~= '1' then
   redis.call('del', KEYS[1])
-  return {0, redis.call('publish', KEYS[2], ARGV[3])}
+  return {0, redis.call(PUBLISH, KEYS[2], ARGV[3])}
 end
 -- Fair: purge dead heads (their deadline, in server time, has passed, or they have none) and
 -- wake the first live one. The queue and the head's deadline are read before the delete.
@@ -45,7 +45,7 @@ end
 local now = now()
 while head do
   if deadline and tonumber(deadline) > now then
-    return {0, redis.call('publish', KEYS[2], ARGV[3] .. head)}
+    return {0, redis.call(PUBLISH, KEYS[2], ARGV[3] .. head)}
   end
   redis.call('lpop', KEYS[3])
   redis.call('zrem', KEYS[4], head)

@@ -11,13 +11,13 @@ if ARGV[1] == 'fair' then
   local head = redis.call('lindex', Q, 0)
   redis.call('del', H, L)
   if head and string.sub(head, 1, 2) == 'w:' then
-    redis.call('publish', C, '@' .. head)
+    redis.call(PUBLISH, C, '@' .. head)
   elseif head then
-    redis.call('publish', C, '*')
+    redis.call(PUBLISH, C, '*')
   end
 else
   redis.call('del', H, L)
-  redis.call('publish', C, '*')
+  redis.call(PUBLISH, C, '*')
 end
 if held then
   return 1

@@ -16,7 +16,7 @@ if not fair then
     return 0
   end
   if redis.call('zcard', W) == 0 and not redis.call('hget', H, '\1w') then
-    redis.call('publish', C, '*') -- readers it held back
+    redis.call(PUBLISH, C, '*') -- readers it held back
   end
   return 1
 end
@@ -30,9 +30,9 @@ end
 local head = purgeQueue(Q, D, t)
 if head and not redis.call('hget', H, '\1w') then
   if string.sub(head, 1, 2) == 'r:' then
-    redis.call('publish', C, '*')
+    redis.call(PUBLISH, C, '*')
   elseif wasHead and redis.call('zcount', L, '(' .. t, '+inf') == 0 then
-    redis.call('publish', C, '@' .. head)
+    redis.call(PUBLISH, C, '@' .. head)
   end
 end
 return 1

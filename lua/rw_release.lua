@@ -71,18 +71,18 @@ expireWith(H, L, t, 0)
 local woken = 0
 if not fair then
   if acc == 'w' then
-    woken = redis.call('publish', C, '*')
+    woken = redis.call(PUBLISH, C, '*')
   elseif holders == 0 then
-    woken = redis.call('publish', C, '0')
+    woken = redis.call(PUBLISH, C, '0')
   end
   return {0, woken, left}
 end
 if acc == 'w' or holders == 0 then
   local head = purgeQueue(Q, D, t)
   if head and string.sub(head, 1, 2) == 'r:' then
-    woken = redis.call('publish', C, '*')
+    woken = redis.call(PUBLISH, C, '*')
   elseif head and holders == 0 then
-    woken = redis.call('publish', C, '@' .. head)
+    woken = redis.call(PUBLISH, C, '@' .. head)
   end
 end
 return {0, woken, left}

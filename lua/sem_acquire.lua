@@ -81,7 +81,7 @@ if (not head or head == id) and used + n <= permits then
     leaveQueue(Q, D, id)
     local nxt = redis.call('lindex', Q, 0)
     if nxt and used < permits then
-      redis.call('publish', C, '@' .. nxt)
+      redis.call(PUBLISH, C, '@' .. nxt)
     end
   end
   keep()

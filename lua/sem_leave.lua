@@ -12,7 +12,7 @@ end
 local t = now()
 local head = purgeQueue(Q, D, t)
 if head then
-  redis.call('publish', C, '@' .. head)
+  redis.call(PUBLISH, C, '@' .. head)
 elseif redis.call('zcount', L, '(' .. t, '+inf') == 0 then
   redis.call('del', H, L, Q, D)
 end

@@ -39,6 +39,6 @@ if not n then
   return {-1, 0}
 end
 if head then
-  return {0, redis.call('publish', C, '@' .. head)}
+  return {0, redis.call(PUBLISH, C, '@' .. head)}
 end
 return {0, 0}
