@@ -1,7 +1,9 @@
 package rlock
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -16,7 +18,10 @@ var luaFiles embed.FS
 
 // luaScript is one script in two variants: classic pub/sub, and sharded pub/sub for a Redis
 // Cluster (its wake-ups use SPUBLISH, which keeps them on the lock's shard).
-type luaScript struct{ classic, sharded *rueidis.Lua }
+type luaScript struct {
+	classic, sharded       *rueidis.Lua
+	classicSHA, shardedSHA string // SHA-1 of each, for EVALSHA in pipelines
+}
 
 // on returns the variant for c's deployment.
 func (s luaScript) on(c *Client) *rueidis.Lua {
@@ -24,6 +29,14 @@ func (s luaScript) on(c *Client) *rueidis.Lua {
 		return s.sharded
 	}
 	return s.classic
+}
+
+// sha returns the SHA-1 of the variant for c's deployment.
+func (s luaScript) sha(c *Client) string {
+	if c.sharded {
+		return s.shardedSHA
+	}
+	return s.classicSHA
 }
 
 // How lib.lua's PUBLISH line reads, and how it reads in the sharded variant.
@@ -43,7 +56,13 @@ func script(file string, readOnly bool) luaScript {
 	if readOnly {
 		mk = rueidis.NewLuaScriptReadOnly
 	}
-	return luaScript{classic: mk(src), sharded: mk(strings.Replace(src, classicPublish, shardedPublish, 1))}
+	sharded := strings.Replace(src, classicPublish, shardedPublish, 1)
+	return luaScript{classic: mk(src), sharded: mk(sharded), classicSHA: sha1Hex(src), shardedSHA: sha1Hex(sharded)}
+}
+
+func sha1Hex(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
 }
 
 func luaSource(file string) string {

@@ -3,6 +3,8 @@ package rlock
 import (
 	"context"
 	"strings"
+
+	"github.com/redis/rueidis"
 	"time"
 )
 
@@ -125,9 +127,11 @@ func (c *Client) kickReaper() {
 }
 
 // renewHolds extends the lease of every watchdog hold, in scripts of at most renewBatch keys
-// grouped by hash slot (on a cluster). A hold is lost (its contexts cancelled with
-// ErrLockLost) when Redis says its owner is gone. It reports whether every script ran; a
-// failed one is logged, and the watchdog retries soon.
+// grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
+// node its scripts together, so a period costs one round trip per node however many slots the
+// holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
+// owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
+// retries soon.
 func (c *Client) renewHolds() bool {
 	type group struct {
 		script luaScript
@@ -150,15 +154,58 @@ func (c *Client) renewHolds() bool {
 	}
 	c.mu.Unlock()
 
-	ok := true
-	for _, holds := range bySlot {
+	var chunks []renewal
+	for g, holds := range bySlot {
 		for len(holds) > 0 {
 			n := min(len(holds), renewBatch)
-			ok = c.renewChunk(holds[:n]) && ok
+			chunks = append(chunks, renewal{g.script, holds[:n]})
 			holds = holds[n:]
 		}
 	}
+	if len(chunks) == 0 {
+		return true
+	}
+	cmds := make(rueidis.Commands, len(chunks))
+	for i, r := range chunks {
+		keys, args := r.args(c)
+		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.sha(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	sent := time.Now()
+	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
+	defer cancel()
+	results := c.rc.DoMulti(ctx, cmds...)
+	ok := true
+	for i, r := range chunks {
+		renewed, err := results[i].AsIntSlice()
+		if re, isRedis := rueidis.IsRedisErr(err); isRedis && re.IsNoScript() {
+			// The server lost its scripts (restarted, SCRIPT FLUSH): Exec loads this one.
+			keys, args := r.args(c)
+			sent = time.Now()
+			renewed, err = r.script.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
+		}
+		ok = c.renewed(r.holds, sent, renewed, err) && ok
+	}
 	return ok
+}
+
+// renewal is one renewal script: holds of one kind and slot.
+type renewal struct {
+	script luaScript
+	holds  []*hold
+}
+
+// args returns the script's keys (each hold's, as its kind names them) and arguments (the
+// lease, then each hold's owner).
+func (r renewal) args(c *Client) (keys, args []string) {
+	keys = make([]string, 0, 2*len(r.holds))
+	args = make([]string, 1, len(r.holds)+1)
+	args[0] = c.leaseMs
+	for _, h := range r.holds {
+		_, hk := h.lk.kind.renewal(h.lk)
+		keys = append(keys, hk...)
+		args = append(args, h.owner)
+	}
+	return keys, args
 }
 
 // slotOf groups keys for multi-key commands: by hash slot on a cluster, all in one group
@@ -170,22 +217,9 @@ func (c *Client) slotOf(key string) uint16 {
 	return 0
 }
 
-// renewChunk runs one renewal script for holds, which share a kind's renewal script and a
-// slot, and reports whether it ran.
-func (c *Client) renewChunk(holds []*hold) bool {
-	script, _ := holds[0].lk.kind.renewal(holds[0].lk)
-	keys := make([]string, 0, 2*len(holds))
-	args := make([]string, 1, len(holds)+1)
-	args[0] = c.leaseMs
-	for _, h := range holds {
-		_, hk := h.lk.kind.renewal(h.lk)
-		keys = append(keys, hk...)
-		args = append(args, h.owner)
-	}
-	sent := time.Now()
-	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
-	renewed, err := script.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
-	cancel()
+// renewed applies the outcome of one renewal script for holds, sent at sent, and reports
+// whether it ran.
+func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err error) bool {
 	if err == nil && len(renewed) != len(holds) {
 		err = errBadReply
 	}
