@@ -23,6 +23,10 @@ var (
 	// ErrInvalid is wrapped by every error about an invalid argument, option or Redis key type.
 	// Such a call changes nothing in Redis.
 	ErrInvalid = errors.New("rlock: invalid argument")
+	// ErrNotReplicated is returned (wrapped) by Lock, RLock, Acquire and their Try forms when
+	// [Options.SyncReplicas] replicas did not acknowledge a new hold within SyncTimeout. The
+	// hold was given back: nothing is held.
+	ErrNotReplicated = errors.New("rlock: not replicated")
 )
 
 // invalidf returns an error that wraps [ErrInvalid] and names the problem.

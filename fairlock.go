@@ -50,7 +50,7 @@ func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := fairAcquireScript.on(lk.c).Exec(ctx, lk.c.rc,
+	reply, err := lk.c.eval(ctx, r, fairAcquireScript,
 		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.fence},
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue}).AsIntSlice()
 	if err != nil {

@@ -74,6 +74,8 @@ type request struct {
 	access access
 	n      int64 // permits (Semaphore)
 	join   bool  // join (or stay in) the queue if the lock is not free
+	// conn, if not nil, is the connection the script must run on (see Client.eval).
+	conn rueidis.DedicatedClient
 }
 
 // Modes of an acquire attempt.
@@ -94,6 +96,10 @@ type attempt struct {
 	pttl     time.Duration // when not acquired: how long the holder may keep it, -1 for no end
 	head     bool          // queued, not acquired: the owner is next (it also wakes at pttl)
 	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
+	// acked is, for a new hold with Options.SyncReplicas, the replicas that acknowledged it
+	// (-1: WAIT failed with err unsynced).
+	acked    int64
+	unsynced error
 }
 
 // parseAttempt reads the common acquire reply: {1, count, token} when acquired, {0, pttl,
@@ -255,7 +261,56 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
-	return lk.kind.acquire(detach(ctx), lk, r)
+	ctx = detach(ctx)
+	c := lk.c
+	if c.opts.SyncReplicas == 0 || r.mode == resolveOnly {
+		return lk.kind.acquire(ctx, lk, r)
+	}
+	// Redis counts a replica's acknowledgement for the writes of the connection that asks:
+	// the script and WAIT share a connection of their own.
+	var a attempt
+	var err error
+	_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
+		r.conn = d
+		defer func() { r.conn = nil }()
+		a, err = lk.kind.acquire(ctx, lk, r)
+		if err != nil || !a.acquired || a.count != 1 {
+			return nil // no new hold: nothing to wait for
+		}
+		a.acked, a.unsynced = d.Do(ctx, d.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
+			Timeout(c.opts.SyncTimeout.Milliseconds()).Build()).AsInt64()
+		return nil
+	})
+	return a, err
+}
+
+// notReplicated returns the error of a new hold that too few replicas acknowledged, or nil.
+func (lk *lock) notReplicated(a attempt) error {
+	c := lk.c
+	switch {
+	case c.opts.SyncReplicas == 0 || !a.acquired || a.count != 1:
+		return nil
+	case a.unsynced != nil:
+		return lk.errorf("%w: WAIT failed: %w", ErrNotReplicated, a.unsynced)
+	case a.acked < int64(c.opts.SyncReplicas):
+		return lk.errorf("%w: %d of %d replicas acknowledged the hold within %v", ErrNotReplicated,
+			a.acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
+	}
+	return nil
+}
+
+// eval runs script s for request r: on r's own connection if it has one, else through the
+// client (EVALSHA, falling back to EVAL when the server lacks the script).
+func (c *Client) eval(ctx context.Context, r *request, s luaScript, keys, args []string) rueidis.RedisResult {
+	if r == nil || r.conn == nil {
+		return s.on(c).Exec(ctx, c.rc, keys, args)
+	}
+	d := r.conn
+	res := d.Do(ctx, d.B().Evalsha().Sha1(s.sha(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+		res = d.Do(ctx, d.B().Eval().Script(s.src(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return res
 }
 
 // redisErr wraps an error from Redis with the operation and lock name. A key of the wrong type

@@ -31,7 +31,7 @@ func (mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 	if lk.fencing {
 		keys = append(keys, lk.keys.fence)
 	}
-	reply, err := acquireScript.on(lk.c).Exec(ctx, lk.c.rc, keys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, r, acquireScript, keys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}

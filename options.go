@@ -16,6 +16,8 @@ const (
 	DefaultWatchdogTimeout = 30 * time.Second
 	// DefaultFairWaitTimeout is how long a queued fair waiter that stops polling keeps its place.
 	DefaultFairWaitTimeout = 5 * time.Second
+	// DefaultSyncTimeout is how long a new hold waits for Options.SyncReplicas.
+	DefaultSyncTimeout = time.Second
 )
 
 // Options configures a [Client]. The zero value is valid and means every default.
@@ -34,6 +36,13 @@ type Options struct {
 	FairWaitTimeout time.Duration
 	// Logger receives background errors (renewal failures); default: discard.
 	Logger *slog.Logger
+	// SyncReplicas, if above 0, makes every new hold (of any kind or mode; not a re-entry)
+	// count only once that many replicas have acknowledged it (WAIT, on the connection that
+	// took it); otherwise the hold is given back and the call returns an error wrapping
+	// [ErrNotReplicated]. Releases and re-entries are not waited for. Default 0: don't wait.
+	SyncReplicas int
+	// SyncTimeout is how long a new hold waits for SyncReplicas acknowledgements; default 1s.
+	SyncTimeout time.Duration
 	// Observer, if not nil, is told of every Lock, TryLock and Unlock call and of what happens
 	// to holds (started, ended, renewal failures, handoffs), for metrics and tracing; see
 	// [Observer]. Default: none, which costs nothing.
@@ -47,6 +56,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalidf("negative WatchdogTimeout %v", o.WatchdogTimeout)
 	case o.FairWaitTimeout < 0:
 		return o, invalidf("negative FairWaitTimeout %v", o.FairWaitTimeout)
+	case o.SyncReplicas < 0:
+		return o, invalidf("negative SyncReplicas %d", o.SyncReplicas)
+	case o.SyncTimeout < 0:
+		return o, invalidf("negative SyncTimeout %v", o.SyncTimeout)
+	case o.SyncTimeout > 0 && o.SyncTimeout < time.Millisecond:
+		return o, invalidf("SyncTimeout %v is below 1ms", o.SyncTimeout)
 	case strings.ContainsAny(o.KeyPrefix, "{}"):
 		return o, invalidf("KeyPrefix %q contains '{' or '}'", o.KeyPrefix)
 	case o.WatchdogTimeout > 0 && o.WatchdogTimeout < 3*time.Millisecond:
@@ -62,6 +77,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FairWaitTimeout == 0 {
 		o.FairWaitTimeout = DefaultFairWaitTimeout
+	}
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = DefaultSyncTimeout
 	}
 	if o.Wait == nil {
 		o.Wait = PubSub()

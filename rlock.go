@@ -150,7 +150,7 @@ func isTransport(err error) bool {
 	var reply *rueidis.RedisError
 	switch {
 	case err == nil, errors.As(err, &reply), errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed),
-		errors.Is(err, rueidis.ErrClosing):
+		errors.Is(err, ErrNotReplicated), errors.Is(err, rueidis.ErrClosing):
 		return false
 	}
 	return true

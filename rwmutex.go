@@ -79,7 +79,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := rwAcquireScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.fence),
+	reply, err := lk.c.eval(ctx, r, rwAcquireScript, append(k.keys(lk), lk.keys.fence),
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
 			join, k.arg()}).AsIntSlice()
 	if err != nil {

@@ -21,6 +21,7 @@ var luaFiles embed.FS
 type luaScript struct {
 	classic, sharded       *rueidis.Lua
 	classicSHA, shardedSHA string // SHA-1 of each, for EVALSHA in pipelines
+	classicSrc, shardedSrc string
 }
 
 // on returns the variant for c's deployment.
@@ -29,6 +30,14 @@ func (s luaScript) on(c *Client) *rueidis.Lua {
 		return s.sharded
 	}
 	return s.classic
+}
+
+// src returns the source of the variant for c's deployment.
+func (s luaScript) src(c *Client) string {
+	if c.sharded {
+		return s.shardedSrc
+	}
+	return s.classicSrc
 }
 
 // sha returns the SHA-1 of the variant for c's deployment.
@@ -57,7 +66,8 @@ func script(file string, readOnly bool) luaScript {
 		mk = rueidis.NewLuaScriptReadOnly
 	}
 	sharded := strings.Replace(src, classicPublish, shardedPublish, 1)
-	return luaScript{classic: mk(src), sharded: mk(sharded), classicSHA: sha1Hex(src), shardedSHA: sha1Hex(sharded)}
+	return luaScript{classic: mk(src), sharded: mk(sharded), classicSHA: sha1Hex(src), shardedSHA: sha1Hex(sharded),
+		classicSrc: src, shardedSrc: sharded}
 }
 
 func sha1Hex(src string) string {

@@ -51,7 +51,7 @@ func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 	if r.join {
 		join = "wait"
 	}
-	reply, err := semAcquireScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk),
+	reply, err := lk.c.eval(ctx, r, semAcquireScript, k.keys(lk),
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
 			lk.c.fairWaitMs, join}).AsIntSlice()
 	if err != nil {

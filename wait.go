@@ -52,6 +52,12 @@ func (w *waiter) run(mode int) (attempt, error) {
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
+	if err == nil {
+		if err = w.lk.notReplicated(a); err != nil {
+			w.lk.owe(w.cmd, w.lane, r.access) // give the hold back; the call ends with err
+			a.acquired = false
+		}
+	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay the request
 	}
