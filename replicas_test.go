@@ -54,7 +54,9 @@ func TestSyncReplicas(t *testing.T) {
 		{"fair mutex", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
 			return c.NewFairMutex("f").TryLock(ctx, 0)
 		}, func(c *rlock.Client, h context.Context) error { return c.NewFairMutex("f").Unlock(h) }},
-		{"read", func(c *rlock.Client, ctx context.Context) (context.Context, error) { return c.NewRWMutex("rw").RLock(ctx) },
+		{"read", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
+			return c.NewRWMutex("rw").RLock(ctx)
+		},
 			func(c *rlock.Client, h context.Context) error { return c.NewRWMutex("rw").RUnlock(h) }},
 		{"semaphore", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
 			return c.NewSemaphore("s", 2).Acquire(ctx, 1)
