@@ -192,7 +192,8 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
 	c.mu.Unlock()
 	if lost.id != "" {
-		a, err := lk.tryAcquire(cmd, &lost)
+		r := lost // (a copy per use: taking lost's address would allocate on every call)
+		a, err := lk.tryAcquire(cmd, &r)
 		if isTransport(err) {
 			return err
 		}
@@ -229,13 +230,14 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 		}
 	}
 	if unlock.request != "" {
-		rel, err := lk.releaseOnce(cmd, l.hk.owner, l.unlockAcc, &unlock)
+		p := unlock
+		rel, err := lk.releaseOnce(cmd, l.hk.owner, l.unlockAcc, &p)
 		if isTransport(err) {
 			return err
 		}
 		c.mu.Lock()
 		if err == nil {
-			err = c.released(lk, l.unlockHold, l.unlockAcc, unlock, rel)
+			err = c.released(lk, l.unlockHold, l.unlockAcc, p, rel)
 		}
 		if hc := l.unlockCtx; hc != nil {
 			hc.pending, hc.settled, hc.outcome = false, true, err

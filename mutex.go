@@ -12,35 +12,40 @@ type Mutex struct{ lock }
 
 // A plain Mutex keeps its holds in one hash, owner -> hold count, whose expiry is the lease;
 // a release publishes "0" on the lock's channel, which wakes one waiter per client.
-type mutexKind struct{}
+type mutexKind struct {
+	acquireKeys []string // the hash, and the fencing counter with WithFencing (made once)
+	releaseKeys []string // the hash and the channel
+}
 
 // NewMutex returns the reentrant mutex called name. It does not touch Redis. An empty name or
 // an invalid option is reported by every method of the returned mutex as an error wrapping
 // [ErrInvalid].
 func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock("mutex", name, mutexKind{}, opts)}
+	m := &Mutex{c.newLock("mutex", name, nil, opts)}
+	k := mutexKind{acquireKeys: []string{m.keys.lock}, releaseKeys: []string{m.keys.lock, m.keys.channel}}
+	if m.fencing {
+		k.acquireKeys = append(k.acquireKeys, m.keys.fence)
+	}
+	m.kind = k
+	return m
 }
 
 func (mutexKind) name() string { return KindMutex }
 
 func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 
-func (mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	keys := []string{lk.keys.lock}
-	if lk.fencing {
-		keys = append(keys, lk.keys.fence)
-	}
-	reply, err := lk.c.eval(ctx, r, acquireScript, keys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, r, acquireScript, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
 	return lk.parseAttempt(a, reply)
 }
 
-func (mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
 	sent := time.Now()
-	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, []string{lk.keys.lock, lk.keys.channel},
+	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, p.request, unlockMessage}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply

@@ -147,6 +147,9 @@ func retryTransport(budget time.Duration, try func() error) error {
 // rueidis counts as transport even for a call made without a deadline: a connection that
 // another call's cancelled context was dialling fails every call queued on it that way.
 func isTransport(err error) bool {
+	if err == nil {
+		return false
+	}
 	var reply *rueidis.RedisError
 	switch {
 	case err == nil, errors.As(err, &reply), errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed),

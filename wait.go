@@ -46,9 +46,9 @@ func (w *waiter) run(mode int) (attempt, error) {
 		w.lane = l
 	}
 	w.tried = true
-	r := w.r
-	r.mode = mode
-	a, err := w.lk.tryAcquire(w.cmd, &r)
+	w.r.mode = mode
+	r := &w.r
+	a, err := w.lk.tryAcquire(w.cmd, r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
