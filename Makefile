@@ -22,6 +22,9 @@ gotest:
 	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
 	cd otel && $(GO) test -race -count=1 ./...
+	# On a throwaway 3+3 Redis Cluster: wake-ups by sharded pub/sub, nothing left subscribed on
+	# any node, renewals per period (the rest of the suite runs on the standalone server).
+	scripts/with-cluster.sh $(GO) test -race -count=1 -run '^TestClusterSmoke' .
 
 # The chaos test alone, longer than in make test: 4 configurations of 15s each by default
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).

@@ -245,6 +245,29 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		}
 		return c.rc.B().Subscribe().Channel(s.channel).Build()
 	}
+	// Ending Receive only drops rueidis' local handler; the server keeps the subscription
+	// until told otherwise. It is told on the very connection that subscribed (the hook runs
+	// as Receive returns), since after a failover or a slot migration the lock's slot may map
+	// to another node than the one that holds the subscription. The command is pinned (never
+	// recycled by rueidis): rueidis may complete an UNSUBSCRIBE from another unsubscribe
+	// notification while its pipe is still writing it, and recycling it then is a data race
+	// (seen under -race with connection kills).
+	unsubscribe := func(b rueidis.Builder) rueidis.Completed {
+		if c.sharded {
+			return b.Sunsubscribe().Channel(s.channel).Build().Pin()
+		}
+		return b.Unsubscribe().Channel(s.channel).Build().Pin()
+	}
+	unsubscribed := false
+	hookCtx = rueidis.WithOnReceiveReturnHook(hookCtx, func(err error, cc rueidis.CommandClient) error {
+		if s.ctx.Err() == nil {
+			return err // not ending: subscribe again below
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		unsubscribed = cc.Do(ctx, unsubscribe(cc.B())).Error() == nil
+		return err
+	})
 	backoff := 10 * time.Millisecond
 	for s.ctx.Err() == nil {
 		err := c.rc.Receive(hookCtx, subscribe(), func(msg rueidis.PubSubMessage) { s.deliver(msg.Message) })
@@ -267,17 +290,14 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	// Ending Receive only drops rueidis' local handler; the server keeps the subscription
-	// until told otherwise. The command is pinned (never recycled by rueidis): rueidis may
-	// complete an UNSUBSCRIBE from another unsubscribe notification while its pipe is still
-	// writing it, and recycling it then is a data race (seen under -race with connection kills).
+	if unsubscribed {
+		return
+	}
+	// The hook did not get through (Receive ended without a connection, or the client
+	// closed): ask through the client, in case a connection still holds the subscription.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	unsubscribe := c.rc.B().Unsubscribe().Channel(s.channel).Build().Pin()
-	if c.sharded {
-		unsubscribe = c.rc.B().Sunsubscribe().Channel(s.channel).Build().Pin()
-	}
-	if err := c.rc.Do(ctx, unsubscribe).Error(); err != nil {
+	if err := c.rc.Do(ctx, unsubscribe(c.rc.B())).Error(); err != nil {
 		c.opts.Logger.Debug("rlock: unsubscribe failed", "channel", s.channel, "error", err)
 	}
 }

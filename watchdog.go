@@ -165,27 +165,49 @@ func (c *Client) renewHolds() bool {
 	if len(chunks) == 0 {
 		return true
 	}
+	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
+	defer cancel()
+	sent := time.Now()
+	results := c.renewMulti(ctx, chunks)
+	var missing []renewal // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
+	ok := true
+	for i, r := range chunks {
+		renewed, err := results[i].AsIntSlice()
+		if re, isRedis := rueidis.IsRedisErr(err); isRedis && re.IsNoScript() {
+			missing = append(missing, r)
+			continue
+		}
+		ok = c.renewed(r.holds, sent, renewed, err) && ok
+	}
+	if len(missing) > 0 {
+		// Load each missing script on every node once, then send those chunks again.
+		loaded := make(map[string]bool)
+		for _, r := range missing {
+			if src := r.script.src(c); !loaded[src] {
+				loaded[src] = true
+				for _, n := range c.rc.Nodes() {
+					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
+				}
+			}
+		}
+		sent = time.Now()
+		results = c.renewMulti(ctx, missing)
+		for i, r := range missing {
+			renewed, err := results[i].AsIntSlice()
+			ok = c.renewed(r.holds, sent, renewed, err) && ok
+		}
+	}
+	return ok
+}
+
+// renewMulti sends the renewal scripts of chunks in one pipeline (EVALSHA).
+func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []rueidis.RedisResult {
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
 		keys, args := r.args(c)
 		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.sha(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
-	sent := time.Now()
-	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
-	defer cancel()
-	results := c.rc.DoMulti(ctx, cmds...)
-	ok := true
-	for i, r := range chunks {
-		renewed, err := results[i].AsIntSlice()
-		if re, isRedis := rueidis.IsRedisErr(err); isRedis && re.IsNoScript() {
-			// The server lost its scripts (restarted, SCRIPT FLUSH): Exec loads this one.
-			keys, args := r.args(c)
-			sent = time.Now()
-			renewed, err = r.script.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
-		}
-		ok = c.renewed(r.holds, sent, renewed, err) && ok
-	}
-	return ok
+	return c.rc.DoMulti(ctx, cmds...)
 }
 
 // renewal is one renewal script: holds of one kind and slot.

@@ -1,0 +1,551 @@
+package rlock_test
+
+// Measurements on a Redis Cluster (issue 8), run only when REDIS_CLUSTER_ADDRS is set, e.g.
+//
+//	scripts/with-cluster.sh go test -count=1 -run '^TestClusterSmoke' -v .
+//
+// They report figures with t.Logf, and fail when a lock misbehaves or a subscription outlives
+// its waiters on any node (make test runs them on a throwaway cluster); renewal scripts per
+// period and handoff latency are only measured. The standalone figures use the package's
+// server (REDIS_ADDR, or the one TestMain starts).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/require"
+)
+
+// csNode is one cluster node reached directly (not through cluster routing).
+type csNode struct {
+	addr string
+	rc   rueidis.Client
+}
+
+func (n csNode) do(t testing.TB, args ...string) rueidis.RedisResult {
+	t.Helper()
+	return n.rc.Do(context.Background(), n.rc.B().Arbitrary(args...).Build())
+}
+
+// role is "master" or "slave", as INFO replication says now.
+func (n csNode) role(t testing.TB) string {
+	info, err := n.do(t, "INFO", "replication").ToString()
+	require.NoError(t, err)
+	for _, l := range strings.Split(info, "\r\n") {
+		if r, ok := strings.CutPrefix(l, "role:"); ok {
+			return r
+		}
+	}
+	return "?"
+}
+
+// channels lists the classic and the sharded channels matching pattern subscribed on n.
+func (n csNode) channels(t testing.TB, pattern string) (classic, sharded []string) {
+	t.Helper()
+	classic, err := n.do(t, "PUBSUB", "CHANNELS", pattern).AsStrSlice()
+	require.NoError(t, err)
+	sharded, err = n.do(t, "PUBSUB", "SHARDCHANNELS", pattern).AsStrSlice()
+	require.NoError(t, err)
+	return classic, sharded
+}
+
+// scriptCalls is the number of EVALSHA and EVAL calls n has run (INFO commandstats).
+func (n csNode) scriptCalls(t testing.TB) int64 {
+	t.Helper()
+	info, err := n.do(t, "INFO", "commandstats").ToString()
+	require.NoError(t, err)
+	var total int64
+	for _, l := range strings.Split(info, "\r\n") {
+		for _, name := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			rest, ok := strings.CutPrefix(l, name)
+			if !ok {
+				continue
+			}
+			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+			v, err := strconv.ParseInt(calls, 10, 64)
+			require.NoError(t, err, l)
+			total += v
+		}
+	}
+	return total
+}
+
+// csCluster is the cluster at REDIS_CLUSTER_ADDRS; it skips t when that is not set.
+type csCluster struct {
+	addrs []string
+	nodes []csNode
+}
+
+func clusterFromEnv(t *testing.T) *csCluster {
+	t.Helper()
+	env := os.Getenv("REDIS_CLUSTER_ADDRS")
+	if env == "" {
+		t.Skip("REDIS_CLUSTER_ADDRS is not set (scripts/with-cluster.sh sets it)")
+	}
+	c := &csCluster{addrs: strings.Split(env, ",")}
+	for _, a := range c.addrs {
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, DisableCache: true,
+			ForceSingleClient: true})
+		require.NoError(t, err)
+		t.Cleanup(rc.Close)
+		c.nodes = append(c.nodes, csNode{addr: a, rc: rc})
+	}
+	return c
+}
+
+// client returns a rueidis cluster client of c, closed when the test ends unless closed before.
+func (c *csCluster) client(t *testing.T) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.addrs, DisableCache: true})
+	require.NoError(t, err)
+	require.Equal(t, rueidis.ClientModeCluster, rc.Mode())
+	var once sync.Once
+	t.Cleanup(func() { once.Do(rc.Close) })
+	return rc
+}
+
+// masters are the nodes that are masters now.
+func (c *csCluster) masters(t *testing.T) []csNode {
+	var ms []csNode
+	for _, n := range c.nodes {
+		if n.role(t) == "master" {
+			ms = append(ms, n)
+		}
+	}
+	require.Len(t, ms, 3)
+	return ms
+}
+
+// owner returns the address of the master serving key's slot.
+func (c *csCluster) owner(t *testing.T, key string) string {
+	slot, err := c.nodes[0].do(t, "CLUSTER", "KEYSLOT", key).AsInt64()
+	require.NoError(t, err)
+	shards, err := c.nodes[0].do(t, "CLUSTER", "SLOTS").ToArray()
+	require.NoError(t, err)
+	for _, s := range shards {
+		v, err := s.ToArray()
+		require.NoError(t, err)
+		lo, _ := v[0].AsInt64()
+		hi, _ := v[1].AsInt64()
+		if slot >= lo && slot <= hi {
+			m, err := v[2].ToArray()
+			require.NoError(t, err)
+			host, _ := m[0].ToString()
+			port, _ := m[1].AsInt64()
+			return fmt.Sprintf("%s:%d", host, port)
+		}
+	}
+	t.Fatalf("no owner for slot %d", slot)
+	return ""
+}
+
+// leftChannels reports, per node, the channels of prefix still subscribed, their total over
+// the nodes and how many distinct channels that is.
+func (c *csCluster) leftChannels(t *testing.T, prefix string) (detail string, total, distinct int) {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, n := range c.nodes {
+		classic, sharded := n.channels(t, prefix+":*")
+		total += len(classic) + len(sharded)
+		for _, ch := range append(classic, sharded...) {
+			seen[ch] = true
+		}
+		fmt.Fprintf(&b, " %s(%s)=%d+%d", n.addr, n.role(t), len(classic), len(sharded))
+	}
+	return b.String(), total, len(seen)
+}
+
+// TestClusterSmoke_channelsLeft takes each kind's locks with a waiter that gets the lock and a
+// waiter that gives up, on 25 names per kind (200 pub/sub waits), then counts the channels still
+// subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
+// and after the rueidis clients' Close.
+func TestClusterSmoke_channelsLeft(t *testing.T) {
+	c := clusterFromEnv(t)
+	prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
+	holderRC, waiterRC := c.client(t), c.client(t)
+	holder, err := rlock.New(holderRC, rlock.Options{KeyPrefix: prefix, Wait: rlock.PubSub()})
+	require.NoError(t, err)
+	waiter, err := rlock.New(waiterRC, rlock.Options{KeyPrefix: prefix, Wait: rlock.PubSub()})
+	require.NoError(t, err)
+
+	// A kind: hold name with h, wait for it with w (blocking; must get it once h lets go), and
+	// give up waiting with w (must not get it while h holds).
+	type kindOps struct {
+		name   string
+		hold   func(cl *rlock.Client, name string) (release func() error, err error)
+		wait   func(cl *rlock.Client, name string) (release func() error, err error)
+		giveUp func(cl *rlock.Client, name string) error
+	}
+	mutexOps := func(kind string, mk mutexMaker) kindOps {
+		lock := func(cl *rlock.Client, name string) (func() error, error) {
+			m := mk(cl, name)
+			h, err := m.Lock(bg)
+			return func() error { return m.Unlock(h) }, err
+		}
+		return kindOps{kind, lock, lock, func(cl *rlock.Client, name string) error {
+			_, err := mk(cl, name).TryLock(bg, 50*time.Millisecond)
+			return err
+		}}
+	}
+	ops := []kindOps{
+		mutexOps("mutex", (*rlock.Client).NewMutex),
+		mutexOps("fair", (*rlock.Client).NewFairMutex),
+		{"rwmutex",
+			func(cl *rlock.Client, name string) (func() error, error) {
+				rw := cl.NewRWMutex(name)
+				h, err := rw.Lock(bg)
+				return func() error { return rw.Unlock(h) }, err
+			},
+			func(cl *rlock.Client, name string) (func() error, error) {
+				rw := cl.NewRWMutex(name)
+				h, err := rw.RLock(bg)
+				return func() error { return rw.RUnlock(h) }, err
+			},
+			func(cl *rlock.Client, name string) error {
+				_, err := cl.NewRWMutex(name).TryLock(bg, 50*time.Millisecond)
+				return err
+			}},
+		{"semaphore",
+			func(cl *rlock.Client, name string) (func() error, error) {
+				s := cl.NewSemaphore(name, 1)
+				h, err := s.Acquire(bg, 1)
+				return func() error { return s.Release(h) }, err
+			},
+			func(cl *rlock.Client, name string) (func() error, error) {
+				s := cl.NewSemaphore(name, 1)
+				h, err := s.Acquire(bg, 1)
+				return func() error { return s.Release(h) }, err
+			},
+			func(cl *rlock.Client, name string) error {
+				_, err := cl.NewSemaphore(name, 1).TryAcquire(bg, 1, 50*time.Millisecond)
+				return err
+			}},
+	}
+
+	const names = 25
+	landed := map[string]int{} // where the waiter's subscription was first seen
+	waits := 0
+	for _, k := range ops {
+		for i := range names {
+			name := fmt.Sprintf("%s-%d", k.name, i)
+			channel := prefix + ":{" + name + "}:ch"
+			owner := c.owner(t, channel)
+			release, err := k.hold(holder, name)
+			require.NoError(t, err, name)
+
+			require.ErrorIs(t, k.giveUp(waiter, name), rlock.ErrNotObtained, name)
+			waits++
+
+			type result struct {
+				release func() error
+				err     error
+			}
+			got := make(chan result, 1)
+			go func() {
+				r, err := k.wait(waiter, name)
+				got <- result{r, err}
+			}()
+			waits++
+			// Where did the waiter subscribe? Wait until some node has the channel.
+			where := ""
+			require.Eventually(t, func() bool {
+				for _, n := range c.nodes {
+					classic, sharded := n.channels(t, channel)
+					if len(classic)+len(sharded) > 0 {
+						switch {
+						case n.addr == owner:
+							where = "slot owner"
+						case n.role(t) == "master":
+							where = "other master"
+						default:
+							where = "replica"
+						}
+						if len(sharded) > 0 {
+							where += " (sharded)"
+						}
+						return true
+					}
+				}
+				return false
+			}, 5*time.Second, time.Millisecond, "%s: the waiter never subscribed", name)
+			landed[where]++
+			select {
+			case r := <-got:
+				t.Fatalf("%s: the waiter got the lock while it was held (err %v)", name, r.err)
+			default:
+			}
+			require.NoError(t, release(), name)
+			var r result
+			select {
+			case r = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the waiter was not woken", name)
+			}
+			require.NoError(t, r.err, name)
+			require.NoError(t, r.release(), name)
+		}
+	}
+	t.Logf("%d waits on %d names; waiter subscriptions seen on: %v", waits, len(ops)*names, landed)
+
+	count := func(when string) int {
+		var detail string
+		var total, distinct int
+		// Unsubscribing is asynchronous: give it up to 2s to settle.
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			detail, total, distinct = c.leftChannels(t, prefix)
+			if total == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("channels left %s: %d on all nodes (%d distinct); per node (classic+sharded):%s",
+			when, total, distinct, detail)
+		return total
+	}
+	if left := count("after every waiter left"); left != 0 {
+		t.Errorf("%d channels still subscribed after their waiters left", left)
+	}
+	require.NoError(t, waiter.Close())
+	require.NoError(t, holder.Close())
+	if left := count("after the rlock clients' Close"); left != 0 {
+		t.Errorf("%d channels still subscribed after Close", left)
+	}
+	waiterRC.Close()
+	holderRC.Close()
+	if left := count("after the rueidis clients' Close"); left != 0 {
+		t.Errorf("%d channels subscribed with no connection left", left)
+	}
+	// Keys: fencing counters only.
+	for _, m := range c.masters(t) {
+		keys, err := m.do(t, "KEYS", prefix+":*").AsStrSlice()
+		require.NoError(t, err)
+		for _, k := range keys {
+			if !strings.HasSuffix(k, ":fence") {
+				t.Errorf("key left behind on %s: %s", m.addr, k)
+			}
+		}
+	}
+}
+
+// TestClusterSmoke_handoff measures the handoff between two rlock clients (each on its own
+// rueidis client) in strict turns: one holds, the other is waiting in Lock (pub/sub), the
+// holder unlocks; handoff is from the Unlock call to the waiter's Lock returning. Standalone
+// (the package's server) and cluster, plain and fair mutex, 500 handoffs each.
+func TestClusterSmoke_handoff(t *testing.T) {
+	c := clusterFromEnv(t)
+	topologies := []struct {
+		name string
+		rc   func(t *testing.T) rueidis.Client
+	}{
+		{"standalone", func(t *testing.T) rueidis.Client { return newRueidis(t, redisAddr) }},
+		{"cluster", c.client},
+	}
+	const n = 500
+	for _, kind := range kinds {
+		for _, topo := range topologies {
+			t.Run(kind.name+"/"+topo.name, func(t *testing.T) {
+				prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
+				var ms [2]*rlock.Mutex
+				for i := range ms {
+					cl, err := rlock.New(topo.rc(t), rlock.Options{KeyPrefix: prefix})
+					require.NoError(t, err)
+					t.Cleanup(func() { require.NoError(t, cl.Close()) })
+					ms[i] = kind.new(cl, "handoff")
+				}
+				h, err := ms[0].Lock(bg)
+				require.NoError(t, err)
+				handoffs := make([]time.Duration, 0, n)
+				for i := range n {
+					holder, next := ms[i%2], ms[(i+1)%2]
+					type result struct {
+						h   context.Context
+						at  time.Time
+						err error
+					}
+					got := make(chan result, 1)
+					go func() {
+						h, err := next.Lock(bg)
+						got <- result{h, time.Now(), err}
+					}()
+					time.Sleep(3 * time.Millisecond) // the waiter has tried once and subscribed
+					start := time.Now()
+					require.NoError(t, holder.Unlock(h))
+					var r result
+					select {
+					case r = <-got:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("handoff %d: the waiter was not woken", i)
+					}
+					require.NoError(t, r.err)
+					handoffs = append(handoffs, r.at.Sub(start))
+					h = r.h
+				}
+				require.NoError(t, ms[n%2].Unlock(h))
+				slices.Sort(handoffs)
+				q := func(p float64) time.Duration { return handoffs[int(p*float64(len(handoffs)-1))] }
+				t.Logf("%s %s: %d handoffs: p50 %v p90 %v p99 %v max %v", kind.name, topo.name, n,
+					q(0.5).Round(time.Microsecond), q(0.9).Round(time.Microsecond),
+					q(0.99).Round(time.Microsecond), handoffs[n-1].Round(time.Microsecond))
+			})
+		}
+	}
+}
+
+// csLog collects an rlock client's log lines.
+type csLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *csLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// summary returns the number of lines and the first.
+func (l *csLog) summary() (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return 0, ""
+	}
+	return len(l.lines), l.lines[0]
+}
+
+// TestClusterSmoke_renewalScripts takes 1,000 watchdog holds with random names and counts the
+// scripts (EVALSHA and EVAL, summed over the masters' INFO commandstats) run per watchdog
+// period while nothing else happens, on the cluster and on the package's standalone server:
+// the masters' counters are sampled every 5ms, and each burst of renewals is one period's.
+// It also reports how long each burst took.
+func TestClusterSmoke_renewalScripts(t *testing.T) {
+	c := clusterFromEnv(t)
+	const holds = 1000
+	const watchdog = 3 * time.Second // a renewal pass every second
+	const periods = 5
+	standalone := csNode{addr: redisAddr, rc: newRueidis(t, redisAddr)}
+	topologies := []struct {
+		name  string
+		rc    func(t *testing.T) rueidis.Client
+		nodes func(t *testing.T) []csNode
+	}{
+		{"standalone", func(t *testing.T) rueidis.Client { return newRueidis(t, redisAddr) },
+			func(*testing.T) []csNode { return []csNode{standalone} }},
+		{"cluster", c.client, c.masters},
+	}
+	for _, topo := range topologies {
+		t.Run(topo.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
+			var logs csLog
+			cl, err := rlock.New(topo.rc(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: watchdog,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, cl.Close()) })
+			ms := make([]*rlock.Mutex, holds)
+			hs := make([]context.Context, holds)
+			var wg sync.WaitGroup
+			errs := make(chan error, holds)
+			for g := range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := g; i < holds; i += 20 {
+						ms[i] = cl.NewMutex(rlock.NewOwnerID())
+						h, err := ms[i].Lock(bg)
+						if err != nil {
+							errs <- err
+							return
+						}
+						hs[i] = h
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			nodes := topo.nodes(t)
+			total := func() int64 {
+				var s int64
+				for _, n := range nodes {
+					s += n.scriptCalls(t)
+				}
+				return s
+			}
+			// Sample the counters across whole periods: bursts are the runs of samples where
+			// the count rose, separated by quiet gaps of at least a third of a period.
+			type sample struct {
+				at    time.Time
+				calls int64
+			}
+			var samples []sample
+			start := time.Now()
+			for time.Since(start) < (periods+1)*watchdog/3 {
+				samples = append(samples, sample{time.Now(), total()})
+				time.Sleep(5 * time.Millisecond)
+			}
+			// A burst is a run of rising samples; a quiet gap of a third of a period ends it.
+			type burst struct {
+				calls int64
+				took  time.Duration
+			}
+			var bursts []burst
+			var cur *burst
+			var curStart, last time.Time
+			for i := 1; i < len(samples); i++ {
+				d := samples[i].calls - samples[i-1].calls
+				if d == 0 {
+					continue
+				}
+				if cur == nil || samples[i].at.Sub(last) > watchdog/9 {
+					bursts = append(bursts, burst{})
+					cur = &bursts[len(bursts)-1]
+					curStart = samples[i-1].at
+				}
+				cur.calls += d
+				last = samples[i].at
+				cur.took = last.Sub(curStart).Round(time.Millisecond)
+			}
+			// The first and last may be cut by the sampling window.
+			whole := bursts
+			if len(whole) > 2 {
+				whole = whole[1 : len(whole)-1]
+			}
+			counts := make([]int64, len(whole))
+			for i, b := range whole {
+				counts[i] = b.calls
+			}
+			slices.Sort(counts)
+			if n, first := logs.summary(); n > 0 {
+				t.Logf("%s: %d warnings from rlock, the first: %s", topo.name, n, first)
+			}
+			var shown []string
+			for _, b := range bursts {
+				shown = append(shown, fmt.Sprintf("%d in %v", b.calls, b.took))
+			}
+			t.Logf("%s: %d watchdog holds: scripts per period (median of %d whole periods) %d; bursts: %s",
+				topo.name, holds, len(counts), counts[len(counts)/2], strings.Join(shown, ", "))
+
+			for i := range ms {
+				err := ms[i].Unlock(hs[i])
+				if err != nil && !errors.Is(err, rlock.ErrLockLost) {
+					require.NoError(t, err)
+				}
+			}
+		})
+	}
+}

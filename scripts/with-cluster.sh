@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Usage: scripts/with-cluster.sh COMMAND [ARGS...]
+# Starts a throwaway Redis Cluster of 3 masters and 3 replicas (one replica per master) on free
+# loopback ports in a temp dir, waits until every node says cluster_state:ok, knows all six
+# nodes in their roles and every replica is in sync, runs COMMAND with
+#   REDIS_CLUSTER_ADDRS  comma-separated host:port of all six nodes (masters first)
+#   RLOCK_TEST_THROWAWAY 1 unless REDIS_ADDR is set (tests may disturb every client)
+# set, and stops every server by PID afterwards, whatever COMMAND did. Exits with COMMAND's
+# status. It composes with the others: scripts/with-redis.sh scripts/with-cluster.sh CMD sets
+# REDIS_ADDR too.
+#
+# CLUSTER_NODE_TIMEOUT (ms, default 5000) is cluster-node-timeout: how long a master must be
+# unreachable before its replica takes over. Keep it well above any DEBUG SLEEP a test runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-redis.sh
+
+node_timeout=${CLUSTER_NODE_TIMEOUT:-5000}
+nodes=6 # 3 masters + 3 replicas
+
+# free_port prints a loopback port that nothing listens on and that is not in $taken. Ports
+# come from below Linux's default ephemeral range (32768-60999), where outgoing connections of
+# other programs would make a bind fail; a node that cannot bind is started again elsewhere.
+taken=" "
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 12768))
+    case "$taken" in *" $p "*) continue ;; esac
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  echo "no free port found" >&2
+  return 1
+}
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-cluster.XXXXXX")
+pids=()
+stop() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 100); do # up to 5s for a clean exit, then SIGKILL
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.05
+  done
+  for pid in "${pids[@]}"; do
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+started=$(date +%s%N)
+
+# start_node PORT BUSPORT: one cluster-enabled redis-server in $dir/PORT; fails if it does not
+# answer within 5 seconds (e.g. another process took a port meanwhile). Two settings are for
+# start-up only and are reset once the cluster is ready: a node timeout of 1s makes the nodes
+# gossip often enough to agree on every node's role within about a second (CLUSTER_NODE_TIMEOUT
+# is set then), and a replica ping period of 1s moves the replication offsets off 0 at once:
+# CLUSTER SLOTS, where clients learn the topology, leaves out replicas whose offset is 0, which
+# on an idle cluster lasts until the first ping (10s by default).
+start_node() {
+  local port=$1 d="$dir/$1"
+  mkdir -p "$d"
+  redis-server --port "$port" --cluster-port "$2" --bind 127.0.0.1 --save '' --appendonly no \
+    --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 1000 \
+    --repl-ping-replica-period 1 \
+    --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
+    --enable-debug-command yes --dir "$d" --logfile "$d/redis.log" &
+  pids+=("$!")
+  local pid=$!
+  for _ in $(seq 1 100); do
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  return 1
+}
+
+ports=()
+while [ "${#ports[@]}" -lt "$nodes" ]; do
+  for attempt in 1 2 3 4 5; do
+    p=$(free_port)
+    taken="$taken$p "
+    bus=$(free_port)
+    taken="$taken$bus "
+    if start_node "$p" "$bus"; then
+      ports+=("$p")
+      break
+    fi
+    echo "redis-server on ports $p/$bus did not start (attempt $attempt):" >&2
+    tail -n 5 "$dir/$p/redis.log" >&2 || true
+    [ "$attempt" = 5 ] && exit 1
+  done
+done
+
+addrs=()
+for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); done
+
+# redis-cli picks 3 masters and gives each a replica; with every node on one host it cannot spread
+# them over hosts, and says so.
+if ! redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+  >"$dir/create.log" 2>&1; then
+  cat "$dir/create.log" >&2
+  exit 1
+fi
+
+# ready: every node has cluster_state:ok, all 16384 slots, knows 6 nodes of which 3 masters and
+# 3 replicas with no node in handshake or failing, and lists all 6 in CLUSTER SLOTS; every
+# master has its replica online and every replica has its link up with no sync in progress.
+ready() {
+  local p info nodes_out
+  for p in "${ports[@]}"; do
+    info=$(redis-cli -p "$p" cluster info 2>/dev/null) || return 1
+    case "$info" in *cluster_state:ok*) ;; *) return 1 ;; esac
+    case "$info" in *cluster_slots_ok:16384*) ;; *) return 1 ;; esac
+    case "$info" in *cluster_known_nodes:6*) ;; *) return 1 ;; esac
+    nodes_out=$(redis-cli -p "$p" cluster nodes 2>/dev/null) || return 1
+    case "$nodes_out" in *handshake* | *fail* | *noaddr*) return 1 ;; esac
+    [ "$(grep -c ' master ' <<<"${nodes_out//,/ }")" = 3 ] || return 1
+    [ "$(grep -c ' slave ' <<<"${nodes_out//,/ }")" = 3 ] || return 1
+    [ "$(redis-cli -p "$p" cluster slots 2>/dev/null | grep -cE '^[0-9a-f]{40}$')" = 6 ] || return 1
+    info=$(redis-cli -p "$p" info replication 2>/dev/null) || return 1
+    case "$info" in
+    *role:master*)
+      case "$info" in *connected_slaves:1*state=online*) ;; *) return 1 ;; esac
+      ;;
+    *role:slave*)
+      case "$info" in *master_link_status:up*master_sync_in_progress:0*) ;; *) return 1 ;; esac
+      ;;
+    *) return 1 ;;
+    esac
+  done
+}
+ok=0
+for _ in $(seq 1 400); do # up to 20s
+  if ready; then
+    ok=1
+    break
+  fi
+  sleep 0.05
+done
+if [ "$ok" != 1 ]; then
+  echo "the cluster did not become ready in 20s:" >&2
+  for p in "${ports[@]}"; do
+    echo "--- 127.0.0.1:$p" >&2
+    redis-cli -p "$p" cluster info 2>&1 | grep -E 'cluster_state|known_nodes|slots_ok' >&2 || true
+    redis-cli -p "$p" cluster nodes >&2 || true
+    redis-cli -p "$p" info replication 2>&1 | grep -E '^(role|connected_slaves|master_link_status|master_sync_in_progress)' >&2 || true
+  done
+  exit 1
+fi
+
+for p in "${ports[@]}"; do
+  redis-cli -p "$p" config set cluster-node-timeout "$node_timeout" repl-ping-replica-period 10 >/dev/null
+done
+ms=$((($(date +%s%N) - started) / 1000000))
+# Masters first, then replicas, in the roles they have now.
+masters=() replicas=()
+for p in "${ports[@]}"; do
+  if redis-cli -p "$p" info replication | grep -q '^role:master'; then
+    masters+=("127.0.0.1:$p")
+  else
+    replicas+=("127.0.0.1:$p")
+  fi
+done
+addrs=("${masters[@]}" "${replicas[@]}")
+REDIS_CLUSTER_ADDRS=$(
+  IFS=,
+  echo "${addrs[*]}"
+)
+export REDIS_CLUSTER_ADDRS
+# Tests may disturb every client of these servers (DEBUG SLEEP, SCRIPT FLUSH, CLIENT KILL,
+# failovers). RLOCK_TEST_THROWAWAY also speaks for REDIS_ADDR, so it is left alone when that is
+# set (scripts/with-redis.sh sets both); unset, the tests start a throwaway server themselves.
+if [ -z "${REDIS_ADDR:-}" ]; then export RLOCK_TEST_THROWAWAY=1; fi
+echo "redis cluster $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') at $REDIS_CLUSTER_ADDRS" \
+  "(pids ${pids[*]}), ready in ${ms}ms" >&2
+set +e
+"$@"
+status=$?
+set -e
+exit "$status"
