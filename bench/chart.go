@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,12 +26,14 @@ type panel struct {
 	scenario, key string
 	unit          string // how bar and tick labels are written (a table unit)
 	log           bool
-	references    bool // include the PING and baseline rows
+	references    bool // include the reference rows: PING, baseline pair, floor
 }
 
 var panels = []panel{
 	{"1. Uncontended lock+unlock p50", "lock+unlock time (lower is better)",
 		"uncontended", "p50_us", unitMicros, false, true},
+	{"1. Uncontended: client CPU per lock+unlock", "client CPU µs / lock+unlock (lower is better)",
+		"uncontended", "cpu_us_per_op", unitNum1, false, true},
 	{"2. Parallel (64 goroutines) throughput", "lock+unlock ops/s (higher is better)",
 		"parallel", "ops_per_s", unitRate, false, true},
 	{"3. Contended (3 processes x 16) wait p99", "wait p99, log scale (lower is better)",
@@ -45,6 +48,8 @@ var panels = []panel{
 		"renewal", "client_cmds_per_period", unitNum1, true, false},
 	{"7. Read-heavy (90% reads, 3 processes x 16) throughput", "holds/s, reads and writes (higher is better)",
 		"readheavy", "ops_per_s", unitRate, false, false},
+	{"9. Watchdog holds on one client: client heap per hold", "bytes / hold (lower is better)",
+		"holds", "heap_per_hold", unitBytes, false, false},
 }
 
 // writeChart draws the key comparisons as bar charts in one SVG, or PNG
@@ -132,7 +137,7 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	var vals plotter.Values
 	if s != nil {
 		for _, r := range s.Rows {
-			if !pn.references && (r.Contender == "ping" || r.Contender == "baseline") {
+			if !pn.references && slices.Contains([]string{"ping", "baseline", floorSpec.ID}, r.Contender) {
 				continue
 			}
 			v := r.value(pn.key)

@@ -56,7 +56,9 @@ type contenderSpec struct {
 	Waits bool
 	// Renews is true when the library renews leases by itself.
 	Renews bool
-	New    func(cfg contenderConfig) (Contender, error)
+	// Only, if set, lists the scenarios (by id) the contender runs in; it has no row in the others.
+	Only []string
+	New  func(cfg contenderConfig) (Contender, error)
 	// NewRW and NewSem build the contenders of the read-heavy and semaphore scenarios
 	// (contender_kinds.go), which have no New.
 	NewRW  func(cfg contenderConfig) (RWContender, error)
@@ -95,7 +97,7 @@ func sortContenders() {
 
 // tableOrder is the row order of every table.
 var tableOrder = []string{
-	"baseline", "rlock-pubsub", "rlock-spin10ms", "rlock-spin100ms", "rlock-fair",
+	"baseline", "floor", "rlock-pubsub", "rlock-spin10ms", "rlock-spin100ms", "rlock-fair",
 	"rueidislock", "redsync", "redislock",
 }
 

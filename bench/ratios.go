@@ -1,5 +1,11 @@
 package main
 
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
 // computeRatios turns the benchmark's targets into figures from the
 // tables. A target whose figures were not measured is "n/a".
 func computeRatios(res *Results) []Ratio {
@@ -16,10 +22,14 @@ func computeRatios(res *Results) []Ratio {
 	}
 	var rs []Ratio
 
-	base := v("uncontended", "baseline", "p50_us")
+	// Uncontended: wall-clock as the median of per-round ratios; CPU, which waiting on a busy
+	// machine does not stretch, per lock+unlock.
 	for _, c := range []struct{ id, name string }{{"rlock-pubsub", "rlock PubSub"}, {"rlock-fair", "rlock fair"}} {
-		rs = append(rs, newRatio("Uncontended lock+unlock within 1.15x of the baseline pair",
-			c.name+" p50 / baseline p50", ratioOf(v("uncontended", c.id, "p50_us"), base), "<=", 1.15))
+		rs = append(rs,
+			newRatio("Uncontended lock+unlock within 1.15x of the baseline pair (wall clock)",
+				c.name+" p50 / baseline p50, median of interleaved rounds", v("uncontended", c.id, "p50_vs_pair"), "<=", 1.15),
+			newRatio("Uncontended client CPU per lock+unlock within 1.2x of the baseline pair's",
+				c.name+" client CPU/op / baseline client CPU/op, median of rounds", v("uncontended", c.id, "cpu_vs_pair"), "<=", 1.2))
 	}
 
 	par := v("parallel", "rlock-pubsub", "ops_per_s")
@@ -32,10 +42,25 @@ func computeRatios(res *Results) []Ratio {
 
 	pp := v("pingpong", "rlock-pubsub", "handoff_p50_us")
 	rs = append(rs,
-		newRatio("Ping-pong PubSub handoff p50 within 4x the PING round trip",
-			"rlock PubSub handoff p50 / PING p50", ratioOf(pp, v("pingpong", "ping", "handoff_p50_us")), "<=", 4),
+		newRatio("Ping-pong fair handoff p50 at most 0.8x the floor (publish + SET NX) row's",
+			"rlock fair handoff p50 / floor handoff p50", v("pingpong", "rlock-fair", "handoff_vs_floor"), "<=", 0.8),
 		newRatio("Ping-pong PubSub handoff p50 at least 20x better than Spin(100ms)",
 			"Spin(100ms) handoff p50 / PubSub handoff p50", ratioOf(v("pingpong", "rlock-spin100ms", "handoff_p50_us"), pp), ">=", 20),
+	)
+
+	// Contended throughput: the fair mutex against the best of the peers that let the releaser
+	// barge, keeping its order; the PubSub mutex against rueidislock.
+	barging := maxOf(v("contended", "redsync", "acq_per_s"), v("contended", "redislock", "acq_per_s"))
+	rs = append(rs,
+		newRatio("Contended fair throughput at least the best barging peer's",
+			"rlock fair acq/s / max(redsync, bsm/redislock) acq/s", ratioOf(v("contended", "rlock-fair", "acq_per_s"), barging), ">=", 1),
+		newRatio("Contended fair share max/min at most 1.1",
+			"rlock fair share max/min", v("contended", "rlock-fair", "share_max_min"), "<=", 1.1),
+		newRatio("FIFO: the fair mutex serves in arrival order",
+			"rlock fair inversions (all rounds)", v("fifo", "rlock-fair", "inversions"), "<=", 0),
+		newRatio("Contended PubSub throughput at least rueidislock's",
+			"rlock PubSub acq/s / rueidislock acq/s",
+			ratioOf(v("contended", "rlock-pubsub", "acq_per_s"), v("contended", "rueidislock", "acq_per_s")), ">=", 1),
 	)
 
 	rs = append(rs,
@@ -55,6 +80,17 @@ func computeRatios(res *Results) []Ratio {
 			c.name+" scripts / renewal period", v("renewal", c.id, "scripts_per_period"), "<=", 100))
 	}
 
+	// Holds at scale: the targets are about the largest size that ran (100,000; 1,000 in -quick).
+	if r, n := largestHolds(sc("holds")); r != nil {
+		size := withThousands(n)
+		rs = append(rs,
+			newRatio("Watchdog holds: at most 1 KiB of client heap per hold",
+				"client heap bytes / hold, "+size+" holds", r.value("heap_per_hold"), "<=", 1024),
+			newRatio("Watchdog holds: renewal round trips per period at most holds/100 + 1",
+				"renewal round trips / period, "+size+" holds", r.value("round_trips_per_period"), "<=", float64(n/100+1)),
+		)
+	}
+
 	// Read-heavy: readers that share must show in throughput; writer preference must keep a
 	// writer's wait no worse than behind a Mutex's queue of everybody.
 	for _, c := range []struct{ id, name string }{{"rlock-rw", "rlock RWMutex"}, {"rlock-rw-fair", "rlock fair RWMutex"}} {
@@ -70,4 +106,33 @@ func computeRatios(res *Results) []Ratio {
 			"rlock Semaphore client commands / acquisition", v("semaphore", "rlock-sem", "client_cmds_per_acq"), "<=", 3.5),
 	)
 	return rs
+}
+
+// maxOf returns the largest of vs that is a number; NaN when none is.
+func maxOf(vs ...float64) float64 {
+	m := math.NaN()
+	for _, v := range vs {
+		if !math.IsNaN(v) && (math.IsNaN(m) || v > m) {
+			m = v
+		}
+	}
+	return m
+}
+
+// largestHolds returns the row of the holds scenario with the most holds that has figures, and
+// its number of holds; nil when there is none.
+func largestHolds(s *ScenarioResult) (*Row, int) {
+	var best *Row
+	most := 0
+	if s == nil {
+		return nil, 0
+	}
+	for _, r := range s.Rows {
+		n, err := strconv.Atoi(strings.TrimPrefix(r.Contender, "holds-"))
+		if err != nil || r.Error != "" || r.Values == nil || n <= most {
+			continue
+		}
+		best, most = r, n
+	}
+	return best, most
 }

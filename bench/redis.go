@@ -133,8 +133,12 @@ func infoField(info, name string) string {
 // ("evalsha", "client|tracking", ...).
 type commandStats map[string]int64
 
-// parseCommandStats reads the reply of INFO commandstats.
-func parseCommandStats(info string) commandStats {
+// parseCommandStats reads the calls of each command from the reply of INFO commandstats.
+func parseCommandStats(info string) commandStats { return parseCommandStatsField(info, "calls") }
+
+// parseCommandStatsField reads one integer field ("calls", "usec") of each command from the
+// reply of INFO commandstats.
+func parseCommandStatsField(info, field string) commandStats {
 	st := commandStats{}
 	for line := range strings.SplitSeq(info, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
@@ -146,13 +150,52 @@ func parseCommandStats(info string) commandStats {
 			continue
 		}
 		for f := range strings.SplitSeq(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				st[name] = n
 			}
 		}
 	}
 	return st
+}
+
+// serverCPU is what one INFO reply says about Redis' CPU: its process CPU time (used_cpu_user
+// plus used_cpu_sys, the whole process) and the time spent in each command (commandstats usec;
+// a script's usec includes the calls it made, which are counted again under their own names).
+type serverCPU struct {
+	CPU  time.Duration
+	Usec commandStats
+	// Calls are the commandstats calls, to count the scripts the Usec belong to.
+	Calls commandStats
+}
+
+// parseServerCPU reads INFO cpu and commandstats from one reply.
+func parseServerCPU(info string) serverCPU {
+	var cpu float64
+	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, _ := strconv.ParseFloat(infoField(info, f), 64)
+		cpu += v
+	}
+	return serverCPU{CPU: time.Duration(cpu * 1e9), Usec: parseCommandStatsField(info, "usec"),
+		Calls: parseCommandStats(info)}
+}
+
+// readServerCPU asks Redis for its CPU time and command times.
+func readServerCPU(ctx context.Context, c rueidis.Client) (serverCPU, error) {
+	info, err := c.Do(ctx, c.B().Info().Section("cpu", "commandstats").Build()).ToString()
+	if err != nil {
+		return serverCPU{}, err
+	}
+	return parseServerCPU(info), nil
+}
+
+// usedMemory reads INFO memory used_memory, in bytes.
+func usedMemory(ctx context.Context, c rueidis.Client) (int64, error) {
+	info, err := c.Do(ctx, c.B().Info().Section("memory").Build()).ToString()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 }
 
 // scriptCommands are the commands that run a script. A script cannot run

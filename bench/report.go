@@ -66,6 +66,7 @@ const (
 	unitNum     = "num"   // a number with two decimals
 	unitPercent = "%"     // a fraction shown as a percentage
 	unitNum1    = "num1"  // a number with one decimal
+	unitBytes   = "B"     // a size in bytes, shown in B, KiB or MiB
 )
 
 // Row is one contender's figures in a scenario.
@@ -183,6 +184,8 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	case unitPercent:
 		return strconv.FormatFloat(v*100, 'f', 0, 64) + "%"
+	case unitBytes:
+		return formatBytes(v)
 	default:
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
@@ -197,6 +200,18 @@ func formatMicros(us float64) string {
 		return strconv.FormatFloat(us/1e3, 'f', precision(us/1e3), 64) + "ms"
 	default:
 		return strconv.FormatFloat(us/1e6, 'f', precision(us/1e6), 64) + "s"
+	}
+}
+
+// formatBytes renders a size as B, KiB or MiB with three digits.
+func formatBytes(b float64) string {
+	switch a := math.Abs(b); {
+	case a < 1000:
+		return strconv.FormatFloat(b, 'f', 0, 64) + " B"
+	case a < 1000*1024:
+		return strconv.FormatFloat(b/1024, 'f', precision(a/1024), 64) + " KiB"
+	default:
+		return strconv.FormatFloat(b/(1<<20), 'f', precision(a/(1<<20)), 64) + " MiB"
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,14 +64,27 @@ var scenarios = []scenario{
 	{"renewal", 6, "6. Renewal: 10,000 held locks under automatic renewal", runRenewal},
 	{"readheavy", 7, "7. Read-heavy: 90% reads, 3 processes x 16 goroutines, RWMutex vs Mutex", runReadHeavy},
 	{"semaphore", 8, "8. Semaphore: 4 permits, 3 processes x 16 goroutines", runSemaphore},
+	{"holds", 9, "9. Holds at scale: watchdog holds on one client", runHolds},
+	{"waiters", 10, "10. Waiters at scale: 10 waiters per held name on one client", runWaiters},
 }
 
-// eachContender runs one scenario for every selected contender that
+// contendersFor returns the selected contenders that run in scenario (see contenderSpec.Only).
+func (e *env) contendersFor(scenario string) []contenderSpec {
+	var sel []contenderSpec
+	for _, c := range e.contenders {
+		if len(c.Only) == 0 || slices.Contains(c.Only, scenario) {
+			sel = append(sel, c)
+		}
+	}
+	return sel
+}
+
+// eachContender runs one scenario (s.ID) for every selected contender that
 // passes filter, one row each. A failing or panicking contender gets its
 // error in its row; the run goes on.
 func (e *env) eachContender(ctx context.Context, s *ScenarioResult, filter func(contenderSpec) string,
 	run func(ctx context.Context, spec contenderSpec, row *Row) error) {
-	for _, spec := range e.contenders {
+	for _, spec := range e.contendersFor(s.ID) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -218,7 +232,8 @@ func (e *env) interleave(ctx context.Context, s *ScenarioResult, specs []contend
 				e.progress.Linef("  %-22s run %d/%d done", en.row.Name, r+1, rounds)
 			}
 		}
-		if sliceD < time.Second {
+		// Short slices: a line per round, or per tenth of them when there are many.
+		if sliceD < time.Second && (rounds <= 10 || (r+1)%(rounds/10) == 0 || r+1 == rounds) {
 			e.progress.Linef("  round %d/%d done", r+1, rounds)
 		}
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,14 +33,35 @@ func (p pingContender) Lock(ctx context.Context) (Hold, error) {
 
 // uncontended is one contender's run of scenario 1.
 type uncontended struct {
-	e    *env
-	c    Contender
-	m    Mutex
-	lats []time.Duration
-	span time.Duration
+	e      *env
+	c      Contender
+	m      Mutex
+	lats   []time.Duration
+	span   time.Duration
+	slices []sliceCost // one per slice, in round order
+}
+
+// sliceCost is what one slice of scenario 1 cost: its ops, their latency p50, the CPU time
+// this process used over the slice (every thread: the contender's own goroutines, GC, and the
+// idle clients of the other contenders, which send nothing but an occasional PING), Redis'
+// CPU time (used_cpu_user + used_cpu_sys, the whole server) and the time Redis spent in
+// scripts (commandstats usec of EVAL/EVALSHA, their calls included).
+type sliceCost struct {
+	ops        int
+	p50        float64 // ns
+	cpu        time.Duration
+	cpuOK      bool
+	redisCPU   time.Duration
+	scriptUsec int64
 }
 
 func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
+	before, err := readServerCPU(ctx, u.e.admin)
+	if err != nil {
+		return fmt.Errorf("INFO cpu: %w", err)
+	}
+	n0 := len(u.lats)
+	cpu0, ok0 := processCPU()
 	start := time.Now()
 	for time.Since(start) < d && ctx.Err() == nil {
 		t := time.Now()
@@ -48,11 +71,24 @@ func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
 		u.lats = append(u.lats, time.Since(t))
 	}
 	u.span += time.Since(start)
+	cpu1, ok1 := processCPU()
+	after, err := readServerCPU(ctx, u.e.admin)
+	if err != nil {
+		return fmt.Errorf("INFO cpu: %w", err)
+	}
+	lats := u.lats[n0:]
+	u.slices = append(u.slices, sliceCost{
+		ops: len(lats), p50: percentile(slices.Clone(lats), 50),
+		cpu: cpu1 - cpu0, cpuOK: ok0 && ok1,
+		redisCPU:   after.CPU - before.CPU,
+		scriptUsec: after.Usec.delta(before.Usec).scripts(),
+	})
 	return ctx.Err()
 }
 
 func (u *uncontended) finish(ctx context.Context, row *Row) error {
 	setLatencies(row, u.lats, u.span)
+	setCosts(row, u.slices)
 	counts, err := countCommands(ctx, u.e, true, func() error {
 		for range countRounds {
 			if err := lockUnlock(ctx, u.m); err != nil {
@@ -70,25 +106,121 @@ func (u *uncontended) finish(ctx context.Context, row *Row) error {
 
 func (u *uncontended) close() { u.c.Close() }
 
+// setCosts stores the CPU figures of all slices, per op.
+func setCosts(row *Row, cs []sliceCost) {
+	var ops int
+	var cpu, redisCPU time.Duration
+	var usec int64
+	cpuOK := len(cs) > 0
+	for _, c := range cs {
+		ops += c.ops
+		cpu += c.cpu
+		cpuOK = cpuOK && c.cpuOK
+		redisCPU += c.redisCPU
+		usec += c.scriptUsec
+	}
+	if ops == 0 {
+		return
+	}
+	n := float64(ops)
+	row.set("cpu_us_per_op", math.NaN())
+	if cpuOK {
+		row.set("cpu_us_per_op", micros(float64(cpu))/n)
+	}
+	row.set("redis_cpu_us_per_op", micros(float64(redisCPU))/n)
+	row.set("script_us_per_op", float64(usec)/n)
+}
+
+// medianRatio returns the median over rounds of a[r]/b[r] (slices of the same round), over
+// the rounds both have; NaN when there are none.
+func medianRatio(a, b []float64) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 && !math.IsNaN(a[i]) {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	if len(rs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 1 {
+		return rs[len(rs)/2]
+	}
+	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+}
+
+// vsPair sets, on every row of scenario 1, its figures relative to the baseline pair's, each
+// the median over the rounds of the ratio of its slice to the pair's slice of the same round
+// (so that a slow phase of the machine, which hits both, cancels out): latency p50, client CPU
+// per op and Redis CPU per op.
+func vsPair(s *ScenarioResult, runs map[string]*uncontended) {
+	base := runs["baseline"]
+	if base == nil || math.IsNaN(s.row("baseline").value("p50_us")) {
+		return // the pair did not run, or failed
+	}
+	series := func(u *uncontended, f func(c sliceCost) float64) []float64 {
+		var vs []float64
+		for _, c := range u.slices {
+			v := math.NaN()
+			if c.ops > 0 {
+				v = f(c)
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	}
+	p50 := func(c sliceCost) float64 { return c.p50 }
+	cpu := func(c sliceCost) float64 {
+		if !c.cpuOK {
+			return math.NaN()
+		}
+		return float64(c.cpu) / float64(c.ops)
+	}
+	redisCPU := func(c sliceCost) float64 { return float64(c.redisCPU) / float64(c.ops) }
+	for _, r := range s.Rows {
+		u := runs[r.Contender]
+		if u == nil || r.Error != "" || r.Values == nil {
+			continue
+		}
+		r.set("p50_vs_pair", medianRatio(series(u, p50), series(base, p50)))
+		r.set("cpu_vs_pair", medianRatio(series(u, cpu), series(base, cpu)))
+		r.set("redis_cpu_vs_pair", medianRatio(series(u, redisCPU), series(base, redisCPU)))
+	}
+}
+
 func runUncontended(ctx context.Context, e *env) *ScenarioResult {
-	d := e.pick(3*time.Second, 500*time.Millisecond)
-	rounds := e.pickN(10, 5)
+	d := e.pick(3*time.Second, 700*time.Millisecond)
+	rounds := e.pickN(100, 35)
 	s := &ScenarioResult{
 		ID: "uncontended",
 		Setup: fmt.Sprintf("One goroutine per contender takes and releases one key: 100 warm-up rounds, then %v in all, "+
-			"in %d slices interleaved with the other contenders. "+
-			"Latency runs from the Lock call to the return of the release. "+
+			"in %d slices interleaved with the other contenders (each round gives every contender one slice, in turn). "+
+			"Latency runs from the Lock call to the return of the release; p50 vs pair is the median over the rounds of "+
+			"the contender's slice p50 over the baseline pair's slice p50 of the same round. "+
+			"Client CPU/op is this process's CPU time (getrusage: user + system, every thread) over the contender's slices, "+
+			"per lock+unlock; Redis CPU/op is the server's used_cpu_user + used_cpu_sys over the same slices; "+
+			"script µs/op is the time Redis spent in EVAL/EVALSHA (INFO commandstats usec, the script's calls included). "+
+			"The vs pair columns are medians over the rounds of the ratio to the pair's slice of the same round. "+
+			"CPU time is not stretched by waiting on a busy machine as wall-clock time is. "+
 			"The PING row sends one PING per round on a rueidis client: the round trip every lock pays at least. "+
 			"Commands per op are counted in a separate pass of %d rounds (MONITOR slows Redis down).", d, rounds, countRounds),
 		Columns: []Column{
 			{"p50_us", "lock+unlock p50", unitMicros},
 			{"p99_us", "p99", unitMicros},
 			{"ops_per_s", "ops/s", unitRate},
+			{"p50_vs_pair", "p50 vs pair (median of rounds)", unitRatio},
+			{"cpu_us_per_op", "client CPU/op (µs)", unitNum1},
+			{"cpu_vs_pair", "client CPU vs pair", unitRatio},
+			{"redis_cpu_us_per_op", "Redis CPU/op (µs)", unitNum1},
+			{"redis_cpu_vs_pair", "Redis CPU vs pair", unitRatio},
+			{"script_us_per_op", "script µs/op", unitNum1},
 			{"client_cmds_per_op", "client cmds/op", unitNum},
 			{"scripts_per_op", "scripts/op", unitNum},
 		},
 	}
-	specs := append([]contenderSpec{pingSpec}, e.contenders...)
+	specs := append([]contenderSpec{pingSpec}, e.contendersFor("uncontended")...)
+	runs := map[string]*uncontended{}
 	e.interleave(ctx, s, specs, nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
 		c, err := spec.New(contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("uncontended", spec.ID)})
 		if err != nil {
@@ -101,10 +233,13 @@ func runUncontended(ctx context.Context, e *env) *ScenarioResult {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
+		runs[spec.ID] = u
 		return u, nil
 	}, func(r *Row) string {
-		return "p50 " + formatValue(r.value("p50_us"), unitMicros) + ", " + formatValue(r.value("ops_per_s"), unitRate) + " ops/s"
+		return "p50 " + formatValue(r.value("p50_us"), unitMicros) + ", " + formatValue(r.value("ops_per_s"), unitRate) +
+			" ops/s, client CPU/op " + formatValue(r.value("cpu_us_per_op"), unitNum1) + "µs"
 	})
+	vsPair(s, runs)
 	return s
 }
 
@@ -211,7 +346,7 @@ func runParallel(ctx context.Context, e *env) *ScenarioResult {
 			{"errors", "errors", unitCount},
 		},
 	}
-	e.interleave(ctx, s, e.contenders, nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
+	e.interleave(ctx, s, e.contendersFor("parallel"), nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
 		c, err := spec.New(contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("parallel", spec.ID)})
 		if err != nil {
 			return nil, err

@@ -234,11 +234,14 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 			"in a separate run of %v, since MONITOR slows Redis; scripts is EVAL/EVALSHA and server is every call including "+
 			"those run inside scripts, both from INFO commandstats over the timed runs. "+
 			"Share is the most acquisitions one goroutine got over the fewest (∞: some goroutine got none). "+
-			"Overlaps counts holds that began before the previous one ended: it must be 0.",
+			"Overlaps counts holds that began before the previous one ended: it must be 0. "+
+			"The floor row is the least a wake-then-acquire handoff can do (release = DEL + PUBLISH in one script, "+
+			"a woken waiter runs SET NX); p50 vs floor divides each handoff p50 by the floor's.",
 			procs, goroutines, hold, d, rounds, dCount),
 		Columns: []Column{
 			{"acq_per_s", "acquisitions/s", unitRate},
 			{"handoff_p50_us", "handoff p50", unitMicros},
+			{"handoff_vs_floor", "p50 vs floor", unitRatio},
 			{"handoff_p99_us", "handoff p99", unitMicros},
 			{"wait_p50_us", "wait p50", unitMicros},
 			{"wait_p99_us", "wait p99", unitMicros},
@@ -249,13 +252,14 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 			{"overlaps", "overlaps", unitCount},
 		},
 	}
-	e.interleave(ctx, s, e.contenders, waitersOnly, rounds, d, func(_ context.Context, spec contenderSpec) (sliceRunner, error) {
+	e.interleave(ctx, s, e.contendersFor("contended"), waitersOnly, rounds, d, func(_ context.Context, spec contenderSpec) (sliceRunner, error) {
 		return &contended{procRuns: procRuns{e: e, spec: spec, scenario: "contended", procs: procs, goroutines: goroutines, hold: hold},
 			dCount: dCount}, nil
 	}, func(r *Row) string {
 		return fmt.Sprintf("%s acq/s, wait p99 %s, share %s", formatValue(r.value("acq_per_s"), unitRate),
 			formatValue(r.value("wait_p99_us"), unitMicros), formatValue(r.value("share_max_min"), unitRatio))
 	})
+	vsFloor(s)
 	return s
 }
 
@@ -292,10 +296,13 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 			"went to the other process (100%%: strict turns; low: the releasing process took the lock back first). "+
 			"Switch is the release to the other process's acquisition only where it took the very next hold: "+
 			"the wake-up path itself, without the races the waiter lost. "+
-			"The PING row is the PING round trip for scale.",
+			"The PING row is the PING round trip for scale; the floor row is the least a wake-then-acquire handoff "+
+			"can do (release = DEL + PUBLISH in one script, the woken waiter runs SET NX), and p50 vs floor divides "+
+			"each handoff p50 by the floor's.",
 			hold, d, rounds),
 		Columns: []Column{
 			{"handoff_p50_us", "cross-process handoff p50", unitMicros},
+			{"handoff_vs_floor", "p50 vs floor", unitRatio},
 			{"handoff_p99_us", "p99", unitMicros},
 			{"handoffs", "handoffs", unitCount},
 			{"alternation", "alternation", unitPercent},
@@ -313,11 +320,26 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 		ping.Values["handoff_p99_us"] = ping.Values["p99_us"]
 		delete(ping.Values, "ops_per_s")
 	}
-	e.interleave(ctx, s, e.contenders, waitersOnly, rounds, d, func(_ context.Context, spec contenderSpec) (sliceRunner, error) {
+	e.interleave(ctx, s, e.contendersFor("pingpong"), waitersOnly, rounds, d, func(_ context.Context, spec contenderSpec) (sliceRunner, error) {
 		return &pingPong{procRuns{e: e, spec: spec, scenario: "pingpong", procs: 2, goroutines: 1, hold: hold}}, nil
 	}, func(r *Row) string {
 		return fmt.Sprintf("handoff p50 %s, alternation %s", formatValue(r.value("handoff_p50_us"), unitMicros),
 			formatValue(r.value("alternation"), unitPercent))
 	})
+	vsFloor(s)
 	return s
+}
+
+// vsFloor sets, on every row of a contended or ping-pong table, its handoff p50 divided by the
+// floor row's (the same run's "floor: publish + SET NX"); NaN when the floor did not run.
+func vsFloor(s *ScenarioResult) {
+	floor := s.row(floorSpec.ID).value("handoff_p50_us")
+	for _, r := range s.Rows {
+		if r.Error != "" || r.Values == nil {
+			continue
+		}
+		if _, ok := r.Values["handoff_p50_us"]; ok {
+			r.set("handoff_vs_floor", ratioOf(r.value("handoff_p50_us"), floor))
+		}
+	}
 }

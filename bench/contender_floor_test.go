@@ -1,0 +1,111 @@
+package main
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestFloorSubQueue: each message wakes the waiter of the process that has waited longest,
+// once; a waiter queued twice is queued once; one that leaves is not woken.
+func TestFloorSubQueue(t *testing.T) {
+	s := &floorSub{}
+	a, b, c := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	s.enqueue(a)
+	s.enqueue(b)
+	s.enqueue(a)
+	s.enqueue(c)
+	s.leave(b)
+	woken := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	s.wakeOne()
+	if !woken(a) || woken(b) || woken(c) {
+		t.Fatal("the first message did not wake exactly the longest waiter")
+	}
+	s.wakeOne()
+	if woken(b) || !woken(c) {
+		t.Fatal("the second message did not wake the next waiter still queued")
+	}
+	s.wakeOne() // nobody queued: dropped
+	if woken(a) || woken(b) || woken(c) {
+		t.Fatal("a message with nobody queued woke someone")
+	}
+}
+
+// TestFloorCourtesy: a release that reached another process opens a window of twice its
+// round trip, 1ms to 10ms; one that reached only this process's own subscription does not.
+func TestFloorCourtesy(t *testing.T) {
+	f := &floor{subs: map[string]*floorSub{"ch": {}}, yielding: map[string]time.Time{}}
+	f.courtesy("ch", "k", 1, time.Millisecond) // only our own subscription heard it
+	if d := f.courtesyLeft("k"); d != 0 {
+		t.Errorf("window %v after a release nobody else heard", d)
+	}
+	f.courtesy("ch", "k", 2, 3*time.Millisecond)
+	if d := f.courtesyLeft("k"); d <= 5*time.Millisecond || d > 6*time.Millisecond {
+		t.Errorf("window %v, want about 6ms (2 round trips)", d)
+	}
+	f.courtesy("other", "k2", 1, 100*time.Microsecond) // not subscribed here: 1 is another process
+	if d := f.courtesyLeft("k2"); d <= 0 || d > time.Millisecond {
+		t.Errorf("window %v, want 1ms (the least)", d)
+	}
+	f.courtesy("other", "k3", 1, time.Second)
+	if d := f.courtesyLeft("k3"); d <= 9*time.Millisecond || d > 10*time.Millisecond {
+		t.Errorf("window %v, want 10ms (the most)", d)
+	}
+	f.yielding["old"] = time.Now().Add(-time.Millisecond)
+	if d := f.courtesyLeft("old"); d > 0 {
+		t.Errorf("a past window has %v left", d)
+	}
+	if _, ok := f.yielding["old"]; ok {
+		t.Error("a past window was kept")
+	}
+	if f.queued("ch") || f.queued("none") {
+		t.Error("queued with nobody waiting")
+	}
+	f.subs["ch"].enqueue(make(chan struct{}, 1))
+	if !f.queued("ch") {
+		t.Error("not queued with a waiter queued")
+	}
+}
+
+// TestVsFloor: every row with a handoff p50 gets its ratio to the floor row's; without a floor
+// row the ratio is NaN.
+func TestVsFloor(t *testing.T) {
+	s := &ScenarioResult{Rows: []*Row{
+		{Contender: "ping", Values: map[string]num{"handoff_p50_us": 50}},
+		{Contender: "floor", Values: map[string]num{"handoff_p50_us": 200}},
+		{Contender: "rlock-fair", Values: map[string]num{"handoff_p50_us": 150}},
+		{Contender: "rlock-spin", Values: map[string]num{"acq_per_s": 3}},
+		{Contender: "broken", Error: "x"},
+	}}
+	vsFloor(s)
+	for id, want := range map[string]float64{"ping": 0.25, "floor": 1, "rlock-fair": 0.75} {
+		if got := s.row(id).value("handoff_vs_floor"); got != want {
+			t.Errorf("%s vs floor = %v, want %v", id, got, want)
+		}
+	}
+	if _, ok := s.row("rlock-spin").Values["handoff_vs_floor"]; ok {
+		t.Error("a row without a handoff got a ratio")
+	}
+	s = &ScenarioResult{Rows: []*Row{{Contender: "rlock-fair", Values: map[string]num{"handoff_p50_us": 150}}}}
+	vsFloor(s)
+	if got := s.row("rlock-fair").value("handoff_vs_floor"); !math.IsNaN(got) {
+		t.Errorf("vs floor without a floor row = %v, want NaN", got)
+	}
+}
+
+// TestFloorOnly: the floor runs in the contended and ping-pong scenarios only.
+func TestFloorOnly(t *testing.T) {
+	e := &env{contenders: []contenderSpec{{ID: "baseline"}, floorSpec, {ID: "rlock-pubsub", Waits: true}}}
+	for scenario, want := range map[string]int{"contended": 3, "pingpong": 3, "uncontended": 2, "fifo": 2, "renewal": 2} {
+		if got := len(e.contendersFor(scenario)); got != want {
+			t.Errorf("%s: %d contenders, want %d", scenario, got, want)
+		}
+	}
+}
