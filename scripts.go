@@ -111,4 +111,5 @@ var (
 	semLeaveScript   = script("sem_leave.lua", false)
 	semRenewScript   = script("sem_renew.lua", false)
 	semInspectScript = script("sem_inspect.lua", false)
+	semForceScript   = script("sem_forcerelease.lua", false)
 )

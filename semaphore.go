@@ -139,6 +139,15 @@ func (s *Semaphore) Release(ctx context.Context) error {
 	return s.observeRelease(ctx, OpRelease, exclusive)
 }
 
+// ForceRelease deletes every hold of s, whoever holds it, and wakes the first waiter; waiters
+// keep their places. It reports whether any hold was live. This process's holds of s are
+// cancelled with cause [ErrLockLost] at once; holders in other processes learn it at their next
+// renewal. A key of another type or kind is an error wrapping [ErrInvalid], and nothing is
+// deleted.
+func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
+	return s.forceUnlock(ctx, semForceScript, s.kind.(semKind).keys(&s.lock), nil)
+}
+
 // Available returns how many permits are not held right now. It makes one round trip,
 // bounded by ctx; a semaphore in use with another permit count is an error wrapping
 // [ErrInvalid].

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -77,60 +76,8 @@ func forceUnlock(s *session, f *redisFlags, name string) (bool, error) {
 	return s.mutex(&fair, name).ForceUnlock(context.Background())
 }
 
-// semForceUnlockScript deletes every hold of a semaphore and wakes the first live waiter.
-// The library has no ForceUnlock for semaphores, so this follows the layout that its scripts
-// (lua/sem_*.lua) keep: a hash of "\1p" permits, "\1u" permits out and hold id -> permits,
-// a sorted set of hold id -> lease end, and a queue of waiting hold ids with their deadlines
-// (server ms). Holders find their holds gone at their next renewal. Waiters keep their places;
-// the hash stays (with its expiry) while any wait, so their permit count is still checked.
-// KEYS[1] hash, KEYS[2] leases, KEYS[3] queue, KEYS[4] deadlines, KEYS[5] channel.
-// Returns 1 when a hold was live, 0 when not. Everything is read before anything is written,
-// so a key of another type raises WRONGTYPE with nothing changed.
-const semForceUnlockScript = `
-local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local fields = redis.call('hkeys', H)
-redis.call('llen', Q)
-redis.call('zcard', D)
-local tm = redis.call('time')
-local t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local held = redis.call('zcount', L, '(' .. t, '+inf') > 0
-local dead = redis.call('zrangebyscore', D, '-inf', t)
-for i = 1, #dead do
-  redis.call('lrem', Q, 0, dead[i])
-end
-redis.call('zremrangebyscore', D, '-inf', t)
-local head = redis.call('lindex', Q, 0)
-while head and not redis.call('zscore', D, head) do
-  redis.call('lpop', Q)
-  head = redis.call('lindex', Q, 0)
-end
-if head then
-  for _, f in ipairs(fields) do
-    if string.byte(f, 1) ~= 1 then
-      redis.call('hdel', H, f)
-    end
-  end
-  if redis.call('exists', H) == 1 then
-    redis.call('hset', H, '\1u', 0)
-  end
-  redis.call('del', L)
-  redis.call('publish', C, '@' .. head)
-else
-  redis.call('del', H, L, Q, D)
-end
-if held then
-  return 1
-end
-return 0`
-
-// forceUnlockSemaphore deletes every hold of the semaphore name (see semForceUnlockScript)
-// and reports whether one was held.
-func forceUnlockSemaphore(s *session, f *redisFlags, name string) (bool, error) {
-	key := lockKey(f.keyPrefix(), name)
-	n, err := rueidis.NewLuaScript(semForceUnlockScript).Exec(context.Background(), s.rc,
-		[]string{key, key + ":leases", key + ":queue", key + ":deadlines", key + ":ch"}, nil).AsInt64()
-	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
-		return false, fmt.Errorf("a key of this lock (%s*) holds a value that is not a lock of rlock", key)
-	}
-	return n == 1, err
+// forceUnlockSemaphore deletes every hold of the semaphore name (Semaphore.ForceRelease, which
+// does not check the permit count: any count opens it). Waiters keep their places.
+func forceUnlockSemaphore(s *session, _ *redisFlags, name string) (bool, error) {
+	return s.locks.NewSemaphore(name, 1).ForceRelease(context.Background())
 }
