@@ -30,17 +30,26 @@ import (
 // arrival order. It does not touch Redis; invalid arguments are reported by every method.
 // All mutexes of one name must be fair, or none.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock("mutex", name, fairMutexKind{}, opts)}
+	m := &Mutex{c.newLock("mutex", name, nil, opts)}
+	k := m.keys
+	m.kind = fairMutexKind{
+		acquireKeys: []string{k.lock, k.queue, k.deadlines, k.fence},
+		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines},
+		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel},
+	}
+	return m
 }
 
 // fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.
-type fairMutexKind struct{}
+type fairMutexKind struct {
+	acquireKeys, releaseKeys, leaveKeys []string // each script's KEYS (made once)
+}
 
 func (fairMutexKind) name() string { return KindFairMutex }
 
 func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
 
-func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	queue := "try"
 	if r.join {
@@ -50,8 +59,7 @@ func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := lk.c.eval(ctx, r, fairAcquireScript,
-		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.fence},
+	reply, err := lk.c.eval(ctx, r, fairAcquireScript, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
@@ -59,9 +67,8 @@ func (fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt
 	return lk.parseAttempt(a, reply)
 }
 
-func (fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
-	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc,
-		[]string{lk.keys.lock, lk.keys.channel, lk.keys.queue, lk.keys.deadlines},
+func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, p.request, addressedPrefix, "1"}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
@@ -72,9 +79,8 @@ func (fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ acce
 	return released{left: r[0], total: r[0], woken: r[1]}, nil
 }
 
-func (fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
-	return fairLeaveScript.on(lk.c).Exec(ctx, lk.c.rc,
-		[]string{lk.keys.lock, lk.keys.queue, lk.keys.deadlines, lk.keys.channel},
+func (k fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
+	return fairLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.leaveKeys,
 		[]string{owner, addressedPrefix}).Error()
 }
 
