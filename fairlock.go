@@ -30,19 +30,21 @@ import (
 // arrival order. It does not touch Redis; invalid arguments are reported by every method.
 // All mutexes of one name must be fair, or none.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
-	m := &Mutex{c.newLock("mutex", name, nil, opts)}
-	k := m.keys
-	m.kind = fairMutexKind{
-		acquireKeys: []string{k.lock, k.queue, k.deadlines, k.fence},
-		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines},
-		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel},
-	}
-	return m
+	return &Mutex{c.newLock("mutex", name, newFairMutexKind, opts)}
 }
 
 // fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.
 type fairMutexKind struct {
-	acquireKeys, releaseKeys, leaveKeys []string // each script's KEYS (made once)
+	acquireKeys, releaseKeys, leaveKeys []string // each script's KEYS
+}
+
+func newFairMutexKind(lk *lock) kind {
+	k := lk.keys
+	return fairMutexKind{
+		acquireKeys: []string{k.lock, k.queue, k.deadlines, k.fence},
+		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines},
+		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel},
+	}
 }
 
 func (fairMutexKind) name() string { return KindFairMutex }
@@ -84,6 +86,4 @@ func (k fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ acce
 		[]string{owner, addressedPrefix}).Error()
 }
 
-func (fairMutexKind) renewal(lk *lock) (luaScript, []string) {
-	return renewScript, []string{lk.keys.lock}
-}
+func (k fairMutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }

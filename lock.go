@@ -39,7 +39,7 @@ type kind interface {
 	leave(ctx context.Context, lk *lock, owner string, a access) error
 	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
 	// hold (all in the lock's slot); see renew.lua.
-	renewal(lk *lock) (luaScript, []string)
+	renewal() (luaScript, []string)
 	// style is how a waiter for access a waits.
 	style(a access) waitStyle
 	// name is the Kind that observers see.
@@ -96,10 +96,9 @@ type attempt struct {
 	pttl     time.Duration // when not acquired: how long the holder may keep it, -1 for no end
 	head     bool          // queued, not acquired: the owner is next (it also wakes at pttl)
 	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
-	// acked is, for a new hold with Options.SyncReplicas, the replicas that acknowledged it
-	// (-1: WAIT failed with err unsynced).
-	acked    int64
-	unsynced error
+	// unreplicated, for a new hold with Options.SyncReplicas, is the error wrapping
+	// ErrNotReplicated when too few replicas acknowledged it: the caller gives it back.
+	unreplicated error
 }
 
 // parseAttempt reads the common acquire reply: {1, count, token} when acquired, {0, pttl,
@@ -148,8 +147,9 @@ type lock struct {
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 }
 
-// newLock applies opts to a lock of kind k called name.
-func (c *Client) newLock(noun, name string, k kind, opts []MutexOption) lock {
+// newLock applies opts to a lock called name, whose kind newKind makes from its keys and
+// settings (kinds make the key lists of their scripts once, here).
+func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []MutexOption) lock {
 	cfg := mutexConfig{wait: c.opts.Wait}
 	for _, opt := range opts {
 		if opt == nil {
@@ -167,7 +167,6 @@ func (c *Client) newLock(noun, name string, k kind, opts []MutexOption) lock {
 	}
 	lk := lock{
 		c:       c,
-		kind:    k,
 		noun:    noun,
 		name:    name,
 		keys:    newLockKeys(c.opts.KeyPrefix, name),
@@ -177,6 +176,7 @@ func (c *Client) newLock(noun, name string, k kind, opts []MutexOption) lock {
 		err:     err,
 	}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
+	lk.kind = newKind(&lk)
 	return lk
 }
 
@@ -229,15 +229,15 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 		return nil, false, err
 	}
 	req := lk.c.requestID() // unique across clients: a random client id and a counter
-	owner, ok := Owner(ctx)
-	if lk.ownerless {
-		ok = false
-	}
-	if ok {
-		if err := validateOwner(owner); err != nil {
-			return nil, false, lk.errorf("%w", err)
+	var owner string
+	var ok bool
+	if !lk.ownerless {
+		var err error
+		if owner, ok, err = lk.callerOwner(ctx); err != nil {
+			return nil, false, err
 		}
-	} else {
+	}
+	if !ok {
 		// An owner made for this call is its request id: the scripts know by that that nobody
 		// else can hold as it, and skip the replay record (see lib.lua).
 		owner = req
@@ -277,26 +277,18 @@ func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
 		if err != nil || !a.acquired || a.count != 1 {
 			return nil // no new hold: nothing to wait for
 		}
-		a.acked, a.unsynced = d.Do(ctx, d.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
+		acked, werr := d.Do(ctx, d.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
 			Timeout(c.opts.SyncTimeout.Milliseconds()).Build()).AsInt64()
+		switch {
+		case werr != nil:
+			a.unreplicated = lk.errorf("%w: WAIT failed: %w", ErrNotReplicated, werr)
+		case acked < int64(c.opts.SyncReplicas):
+			a.unreplicated = lk.errorf("%w: %d of %d replicas acknowledged the hold within %v", ErrNotReplicated,
+				acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
+		}
 		return nil
 	})
 	return a, err
-}
-
-// notReplicated returns the error of a new hold that too few replicas acknowledged, or nil.
-func (lk *lock) notReplicated(a attempt) error {
-	c := lk.c
-	switch {
-	case c.opts.SyncReplicas == 0 || !a.acquired || a.count != 1:
-		return nil
-	case a.unsynced != nil:
-		return lk.errorf("%w: WAIT failed: %w", ErrNotReplicated, a.unsynced)
-	case a.acked < int64(c.opts.SyncReplicas):
-		return lk.errorf("%w: %d of %d replicas acknowledged the hold within %v", ErrNotReplicated,
-			a.acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
-	}
-	return nil
 }
 
 // eval runs script s for request r: on r's own connection if it has one, else through the
@@ -306,9 +298,9 @@ func (c *Client) eval(ctx context.Context, r *request, s luaScript, keys, args [
 		return s.on(c).Exec(ctx, c.rc, keys, args)
 	}
 	d := r.conn
-	res := d.Do(ctx, d.B().Evalsha().Sha1(s.sha(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	res := d.Do(ctx, d.B().Evalsha().Sha1(s.on(c).sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-		res = d.Do(ctx, d.B().Eval().Script(s.src(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		res = d.Do(ctx, d.B().Eval().Script(s.on(c).src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
 	return res
 }

@@ -13,21 +13,23 @@ type Mutex struct{ lock }
 // A plain Mutex keeps its holds in one hash, owner -> hold count, whose expiry is the lease;
 // a release publishes "0" on the lock's channel, which wakes one waiter per client.
 type mutexKind struct {
-	acquireKeys []string // the hash, and the fencing counter with WithFencing (made once)
+	acquireKeys []string // the hash, and the fencing counter with WithFencing
 	releaseKeys []string // the hash and the channel
+}
+
+func newMutexKind(lk *lock) kind {
+	k := mutexKind{acquireKeys: []string{lk.keys.lock}, releaseKeys: []string{lk.keys.lock, lk.keys.channel}}
+	if lk.fencing {
+		k.acquireKeys = append(k.acquireKeys, lk.keys.fence)
+	}
+	return k
 }
 
 // NewMutex returns the reentrant mutex called name. It does not touch Redis. An empty name or
 // an invalid option is reported by every method of the returned mutex as an error wrapping
 // [ErrInvalid].
 func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
-	m := &Mutex{c.newLock("mutex", name, nil, opts)}
-	k := mutexKind{acquireKeys: []string{m.keys.lock}, releaseKeys: []string{m.keys.lock, m.keys.channel}}
-	if m.fencing {
-		k.acquireKeys = append(k.acquireKeys, m.keys.fence)
-	}
-	m.kind = k
-	return m
+	return &Mutex{c.newLock("mutex", name, newMutexKind, opts)}
 }
 
 func (mutexKind) name() string { return KindMutex }
@@ -61,9 +63,7 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 
 func (mutexKind) leave(context.Context, *lock, string, access) error { return nil }
 
-func (mutexKind) renewal(lk *lock) (luaScript, []string) {
-	return renewScript, []string{lk.keys.lock}
-}
+func (k mutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }
 
 // Name returns the lock name given to NewMutex or NewFairMutex.
 func (m *Mutex) Name() string { return m.name }

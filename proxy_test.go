@@ -9,10 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -395,21 +393,13 @@ func unexpected(err error) error {
 	return err
 }
 
-// scriptSource returns the source the library runs for lua/<file>: lua/lib.lua, a newline and
-// the file, or the file alone while there is no lua/lib.lua. It panics if a file cannot be read.
+// scriptSource returns the source the library runs for lua/<file>, preludes included.
 func scriptSource(file string) []byte {
-	src, err := os.ReadFile(filepath.Join("lua", file))
-	if err != nil {
-		panic(fmt.Sprintf("scriptSource: %v", err))
+	src := rlock.ScriptSource(file)
+	if src == "" {
+		panic("scriptSource: no script " + file)
 	}
-	lib, err := os.ReadFile(filepath.Join("lua", "lib.lua"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return src
-	}
-	if err != nil {
-		panic(fmt.Sprintf("scriptSource: %v", err))
-	}
-	return slices.Concat(lib, []byte("\n"), src)
+	return []byte(src)
 }
 
 // matchScript returns a matcher for EVALSHA, EVALSHA_RO, EVAL or EVAL_RO of the script in

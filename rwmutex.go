@@ -19,7 +19,23 @@ type RWMutex struct{ lock }
 // rwKind is the read-write lock (see lua/rw_acquire.lua for its keys). The plain one prefers
 // writers: a waiting writer holds back new readers. The fair one serves a queue in arrival
 // order, readers that arrive together with no writer between them holding together.
-type rwKind struct{ fair bool }
+type rwKind struct {
+	fair        bool
+	acquireKeys []string // the hash, leases, waiting writers, queue, deadlines, fencing counter
+	releaseKeys []string // the same five, then the channel (also rw_leave.lua's)
+	renewKeys   []string // the hash and the leases
+}
+
+func newRWKind(fair bool) func(lk *lock) kind {
+	return func(lk *lock) kind {
+		k := lk.keys
+		five := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines}
+		return rwKind{fair: fair,
+			acquireKeys: append(five[:5:5], k.fence),
+			releaseKeys: append(five[:5:5], k.channel),
+			renewKeys:   five[:2:2]}
+	}
+}
 
 // rwAccessArg is the scripts' name of each access.
 var rwAccessArg = [accesses]string{exclusive: "w", shared: "r"}
@@ -30,14 +46,14 @@ var rwAccessArg = [accesses]string{exclusive: "w", shared: "r"}
 // name or an invalid option is reported by every method as an error wrapping [ErrInvalid].
 // All locks of one name must be of one kind.
 func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock("rwmutex", name, rwKind{}, opts)}
+	return &RWMutex{c.newLock("rwmutex", name, newRWKind(false), opts)}
 }
 
 // NewFairRWMutex returns the read-write mutex called name that serves readers and writers in
 // arrival order: readers that arrive together, with no writer between them, hold together.
 // Otherwise it is [Client.NewRWMutex].
 func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock("rwmutex", name, rwKind{fair: true}, opts)}
+	return &RWMutex{c.newLock("rwmutex", name, newRWKind(true), opts)}
 }
 
 func (k rwKind) name() string {
@@ -66,10 +82,6 @@ func (k rwKind) style(a access) waitStyle {
 	return waitStyle{wake: wakeOne, queued: true}
 }
 
-func (k rwKind) keys(lk *lock) []string {
-	return []string{lk.keys.lock, lk.keys.leases, lk.keys.writers, lk.keys.queue, lk.keys.deadlines}
-}
-
 func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	join, fence := "try", "0"
@@ -79,7 +91,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 	if lk.fencing {
 		fence = "1"
 	}
-	reply, err := lk.c.eval(ctx, r, rwAcquireScript, append(k.keys(lk), lk.keys.fence),
+	reply, err := lk.c.eval(ctx, r, rwAcquireScript, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
 			join, k.arg()}).AsIntSlice()
 	if err != nil {
@@ -93,7 +105,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 }
 
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error) {
-	r, err := rwReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+	r, err := rwReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, p.request, rwAccessArg[a], k.arg()}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
@@ -105,13 +117,11 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p
 }
 
 func (k rwKind) leave(ctx context.Context, lk *lock, owner string, a access) error {
-	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, append(k.keys(lk), lk.keys.channel),
+	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, rwAccessArg[a], k.arg()}).Error()
 }
 
-func (rwKind) renewal(lk *lock) (luaScript, []string) {
-	return rwRenewScript, []string{lk.keys.lock, lk.keys.leases}
-}
+func (k rwKind) renewal() (luaScript, []string) { return rwRenewScript, k.renewKeys }
 
 // Name returns the lock name given to NewRWMutex or NewFairRWMutex.
 func (rw *RWMutex) Name() string { return rw.name }

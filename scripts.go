@@ -10,7 +10,8 @@ import (
 )
 
 // Every script is lua/lib.lua (helpers shared by all), a newline, and its own file, which
-// states its KEYS, ARGV and replies. rueidis runs them with EVALSHA and falls back to EVAL on
+// states its KEYS, ARGV and replies; the scripts of kinds with per-hold leases have
+// lua/leases.lua between the two. rueidis runs them with EVALSHA and falls back to EVAL on
 // NOSCRIPT. They are immutable after package initialisation.
 //
 //go:embed lua/*.lua
@@ -18,34 +19,21 @@ var luaFiles embed.FS
 
 // luaScript is one script in two variants: classic pub/sub, and sharded pub/sub for a Redis
 // Cluster (its wake-ups use SPUBLISH, which keeps them on the lock's shard).
-type luaScript struct {
-	classic, sharded       *rueidis.Lua
-	classicSHA, shardedSHA string // SHA-1 of each, for EVALSHA in pipelines
-	classicSrc, shardedSrc string
+type luaScript struct{ classic, sharded luaVariant }
+
+// luaVariant is one variant of a script, with its source and SHA-1 for commands that rueidis'
+// Lua type does not send (pipelines, dedicated connections).
+type luaVariant struct {
+	*rueidis.Lua
+	src, sha string
 }
 
 // on returns the variant for c's deployment.
-func (s luaScript) on(c *Client) *rueidis.Lua {
+func (s luaScript) on(c *Client) luaVariant {
 	if c.sharded {
 		return s.sharded
 	}
 	return s.classic
-}
-
-// src returns the source of the variant for c's deployment.
-func (s luaScript) src(c *Client) string {
-	if c.sharded {
-		return s.shardedSrc
-	}
-	return s.classicSrc
-}
-
-// sha returns the SHA-1 of the variant for c's deployment.
-func (s luaScript) sha(c *Client) string {
-	if c.sharded {
-		return s.shardedSHA
-	}
-	return s.classicSHA
 }
 
 // How lib.lua's PUBLISH line reads, and how it reads in the sharded variant.
@@ -54,25 +42,39 @@ const (
 	shardedPublish = "local PUBLISH = 'spublish'\n"
 )
 
-// script returns the script of lua/<file>, prefixed with lib.lua.
-func script(file string, readOnly bool) luaScript {
-	lib := luaSource("lib.lua")
-	if !strings.Contains(lib, classicPublish) {
+// script returns the script of lua/<file>, prefixed with lib.lua; readOnly scripts run with
+// EVALSHA_RO.
+func script(file string, readOnly bool) luaScript { return compose(readOnly, "lib.lua", file) }
+
+// leasedScript returns the script of lua/<file> of a kind with per-hold leases, prefixed with
+// lib.lua and leases.lua.
+func leasedScript(file string) luaScript { return compose(false, "lib.lua", "leases.lua", file) }
+
+// sources maps each script's file to the classic variant's source, as Redis gets it (for the
+// fault tests, which match scripts on the wire); filled during package initialisation.
+var sources = make(map[string]string)
+
+// compose joins files, a newline after each, into a script.
+func compose(readOnly bool, files ...string) luaScript {
+	parts := make([]string, len(files))
+	for i, f := range files {
+		parts[i] = luaSource(f)
+	}
+	if !strings.Contains(parts[0], classicPublish) {
 		panic("rlock: lib.lua does not define PUBLISH")
 	}
-	src := lib + "\n" + luaSource(file)
+	src := strings.Join(parts, "\n")
+	sources[files[len(files)-1]] = src
+	return luaScript{classic: variant(src, readOnly), sharded: variant(strings.Replace(src, classicPublish, shardedPublish, 1), readOnly)}
+}
+
+func variant(src string, readOnly bool) luaVariant {
 	mk := rueidis.NewLuaScript
 	if readOnly {
 		mk = rueidis.NewLuaScriptReadOnly
 	}
-	sharded := strings.Replace(src, classicPublish, shardedPublish, 1)
-	return luaScript{classic: mk(src), sharded: mk(sharded), classicSHA: sha1Hex(src), shardedSHA: sha1Hex(sharded),
-		classicSrc: src, shardedSrc: sharded}
-}
-
-func sha1Hex(src string) string {
 	sum := sha1.Sum([]byte(src))
-	return hex.EncodeToString(sum[:])
+	return luaVariant{Lua: mk(src), src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 func luaSource(file string) string {
@@ -96,20 +98,20 @@ var (
 
 // Scripts of RWMutex (rwmutex.go).
 var (
-	rwAcquireScript     = script("rw_acquire.lua", false)
-	rwReleaseScript     = script("rw_release.lua", false)
-	rwLeaveScript       = script("rw_leave.lua", false)
-	rwRenewScript       = script("rw_renew.lua", false)
+	rwAcquireScript     = leasedScript("rw_acquire.lua")
+	rwReleaseScript     = leasedScript("rw_release.lua")
+	rwLeaveScript       = leasedScript("rw_leave.lua")
+	rwRenewScript       = leasedScript("rw_renew.lua")
 	rwInspectScript     = script("rw_inspect.lua", false)
 	rwForceUnlockScript = script("rw_forceunlock.lua", false)
 )
 
 // Scripts of Semaphore (semaphore.go).
 var (
-	semAcquireScript = script("sem_acquire.lua", false)
-	semReleaseScript = script("sem_release.lua", false)
-	semLeaveScript   = script("sem_leave.lua", false)
-	semRenewScript   = script("sem_renew.lua", false)
+	semAcquireScript = leasedScript("sem_acquire.lua")
+	semReleaseScript = leasedScript("sem_release.lua")
+	semLeaveScript   = leasedScript("sem_leave.lua")
+	semRenewScript   = leasedScript("sem_renew.lua")
 	semInspectScript = script("sem_inspect.lua", false)
-	semForceScript   = script("sem_forcerelease.lua", false)
+	semForceScript   = leasedScript("sem_forcerelease.lua")
 )

@@ -17,15 +17,23 @@ type Semaphore struct {
 }
 
 // semKind is the semaphore of permits permits (see lua/sem_acquire.lua for its keys).
-type semKind struct{ permits string }
+type semKind struct {
+	permits   string
+	keys      []string // the hash, leases, queue, deadlines and channel: every script's KEYS
+	renewKeys []string // the hash and the leases
+}
 
 // NewSemaphore returns the semaphore called name with permits permits. It does not touch
 // Redis. permits < 1, [WithFencing], an empty name or an invalid option are reported by every
 // method as an error wrapping [ErrInvalid]. All semaphores of one name must agree on permits:
 // while one is in use (held or waited for), the count stored in Redis is checked.
 func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
-	s := &Semaphore{lock: c.newLock("semaphore", name, semKind{strconv.FormatInt(permits, 10)}, opts),
-		permits: permits}
+	s := &Semaphore{permits: permits}
+	s.lock = c.newLock("semaphore", name, func(lk *lock) kind {
+		k := lk.keys
+		keys := []string{k.lock, k.leases, k.queue, k.deadlines, k.channel}
+		return semKind{permits: strconv.FormatInt(permits, 10), keys: keys, renewKeys: keys[:2:2]}
+	}, opts)
 	s.ownerless = true
 	switch {
 	case s.err != nil:
@@ -41,17 +49,13 @@ func (semKind) name() string { return KindSemaphore }
 
 func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
 
-func (semKind) keys(lk *lock) []string {
-	return []string{lk.keys.lock, lk.keys.leases, lk.keys.queue, lk.keys.deadlines, lk.keys.channel}
-}
-
 func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	join := "try"
 	if r.join {
 		join = "wait"
 	}
-	reply, err := lk.c.eval(ctx, r, semAcquireScript, k.keys(lk),
+	reply, err := lk.c.eval(ctx, r, semAcquireScript, k.keys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
 			lk.c.fairWaitMs, join}).AsIntSlice()
 	if err != nil {
@@ -73,7 +77,7 @@ func (k semKind) permitsErr(lk *lock, reply []int64) error {
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
-	r, err := semReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).AsIntSlice()
+	r, err := semReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -84,12 +88,10 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 }
 
 func (k semKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
-	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys(lk), []string{owner}).Error()
+	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys, []string{owner}).Error()
 }
 
-func (semKind) renewal(lk *lock) (luaScript, []string) {
-	return semRenewScript, []string{lk.keys.lock, lk.keys.leases}
-}
+func (k semKind) renewal() (luaScript, []string) { return semRenewScript, k.renewKeys }
 
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
@@ -145,7 +147,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 // renewal. A key of another type or kind is an error wrapping [ErrInvalid], and nothing is
 // deleted.
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
-	return s.forceUnlock(ctx, semForceScript, s.kind.(semKind).keys(&s.lock), nil)
+	return s.forceUnlock(ctx, semForceScript, s.kind.(semKind).keys, nil)
 }
 
 // Available returns how many permits are not held right now. It makes one round trip,

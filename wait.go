@@ -29,6 +29,9 @@ type waiter struct {
 	blocked bool // an attempt found the lock held, or the call queued behind waiters
 }
 
+// address is what a wake-up addressed to this waiter names (wakeAddressed).
+func (w *waiter) address() string { return w.style.prefix + w.r.owner }
+
 // try runs one acquire attempt that may take the lock.
 func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 
@@ -52,11 +55,10 @@ func (w *waiter) run(mode int) (attempt, error) {
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
-	if err == nil {
-		if err = w.lk.notReplicated(a); err != nil {
-			w.lk.owe(w.cmd, w.lane, r.access) // give the hold back; the call ends with err
-			a.acquired = false
-		}
+	if err == nil && a.unreplicated != nil {
+		err = a.unreplicated
+		w.lk.owe(w.cmd, w.lane, r.access) // give the hold back; the call ends with err
+		a.acquired = false
 	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay the request
@@ -99,8 +101,8 @@ func (w *waiter) wait() (attempt, error) {
 		return w.pubsub(a, err)
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.c.arrive(w.lk.keys.channel, w.style.prefix+w.r.owner, 1)
-		defer w.lk.c.arrive(w.lk.keys.channel, w.style.prefix+w.r.owner, -1)
+		w.lk.c.arrive(w.lk.keys.channel, w.address(), 1)
+		defer w.lk.c.arrive(w.lk.keys.channel, w.address(), -1)
 	}
 	if w.style.wake == wakeReaders && w.r.join {
 		w.peeked, w.woken = w.lk.c.peekReaders(w.lk.keys.channel)
@@ -212,8 +214,13 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if w.style.queued {
 		poll = c.opts.FairWaitTimeout / 3
 	}
+	// wake is what ends a sleep early: the waiter's own channel (addressed), the client's one
+	// permit (wakeOne), or the readers channel, which a readers message closes and which is
+	// taken again before each attempt, so a message after the attempt is not missed (the first
+	// time round it was taken before the first attempt, or the subscription is new and its
+	// confirmation wakes every reader).
 	var s *subscription
-	var wake, readers chan struct{}
+	var wake chan struct{}
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
@@ -223,17 +230,17 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		switch w.style.wake {
 		case wakeAddressed:
 			wake = make(chan struct{}, 1)
-			s.address(w.style.prefix+w.r.owner, wake)
+			s.address(w.address(), wake)
 		case wakeOne:
 			wake = s.wake
 		case wakeReaders:
-			if readers = s.readers(); s == w.peeked {
-				readers = w.woken
+			if wake = s.readers(); s == w.peeked {
+				wake = w.woken
 			}
 		}
 		defer func() {
-			if wake != nil && w.style.wake == wakeAddressed {
-				s.address(w.style.prefix+w.r.owner, nil)
+			if w.style.wake == wakeAddressed {
+				s.address(w.address(), nil)
 			}
 			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()
@@ -250,17 +257,11 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		case a.head || !w.style.queued:
 			d = min(d, w.lk.leaseBound(a.pttl))
 		}
-		ch := wake
-		if s != nil && w.style.wake == wakeReaders {
-			// Taken before the last attempt, or (first time round) the subscription is new,
-			// and its confirmation wakes every reader: a message after the attempt is not missed.
-			ch = readers
-		}
-		if err := w.sleep(d, ch); err != nil {
+		if err := w.sleep(d, wake); err != nil {
 			return attempt{}, err
 		}
 		if s != nil && w.style.wake == wakeReaders {
-			readers = s.readers()
+			wake = s.readers()
 		}
 		a, err = w.try()
 		if err == nil && a.acquired {

@@ -147,7 +147,7 @@ func (c *Client) renewHolds() bool {
 	}
 	for _, h := range c.holds {
 		if h.watchdog {
-			script, _ := h.lk.kind.renewal(h.lk)
+			script, _ := h.lk.kind.renewal()
 			g := group{script, c.slotOf(h.key)}
 			bySlot[g] = append(bySlot[g], h)
 		}
@@ -183,7 +183,7 @@ func (c *Client) renewHolds() bool {
 		// Load each missing script on every node once, then send those chunks again.
 		loaded := make(map[string]bool)
 		for _, r := range missing {
-			if src := r.script.src(c); !loaded[src] {
+			if src := r.script.on(c).src; !loaded[src] {
 				loaded[src] = true
 				for _, n := range c.rc.Nodes() {
 					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
@@ -205,7 +205,7 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []rueidis.Red
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
 		keys, args := r.args(c)
-		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.sha(c)).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.on(c).sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
 	return c.rc.DoMulti(ctx, cmds...)
 }
@@ -223,7 +223,7 @@ func (r renewal) args(c *Client) (keys, args []string) {
 	args = make([]string, 1, len(r.holds)+1)
 	args[0] = c.leaseMs
 	for _, h := range r.holds {
-		_, hk := h.lk.kind.renewal(h.lk)
+		_, hk := h.lk.kind.renewal()
 		keys = append(keys, hk...)
 		args = append(args, h.owner)
 	}

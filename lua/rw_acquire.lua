@@ -44,12 +44,7 @@ if counter and badCounter(redis.call('get', counter)) then
 end
 
 local t = now()
-for _, m in ipairs(lapsed(L, t)) do
-  redis.call('hdel', H, m)
-  if string.sub(m, 1, 2) == 'w:' then
-    redis.call('hdel', H, '\1w')
-  end
-end
+dropLapsedRW(H, L, t)
 
 -- holds gives owner's hold of this kind a fresh lease and the keys their expiry.
 local function hold(count, new)

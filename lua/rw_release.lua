@@ -28,12 +28,7 @@ if fair then
 end
 
 local t = now()
-for _, m in ipairs(lapsed(L, t)) do
-  redis.call('hdel', H, m)
-  if string.sub(m, 1, 2) == 'w:' then
-    redis.call('hdel', H, '\1w')
-  end
-end
+dropLapsedRW(H, L, t)
 
 local function total()
   local mine = redis.call('hmget', H, 'r:' .. owner, 'w:' .. owner)

@@ -37,35 +37,13 @@ if stored and tonumber(stored) ~= permits and
   return {-3, tonumber(stored)}
 end
 
-local used = tonumber(redis.call('hget', H, '\1u') or '0')
-for _, dead in ipairs(lapsed(L, t)) do
-  used = used - tonumber(redis.call('hget', H, dead) or '0')
-  redis.call('hdel', H, dead)
-end
-if used < 0 then
-  used = 0
-end
+local used = dropLapsedSem(H, L, t)
 local head = purgeQueue(Q, D, t)
-
--- keep gives H the expiry of the latest lease or waiter deadline.
-local function keep()
-  local last = redis.call('zrange', D, -1, -1, 'WITHSCORES')
-  local floor = 0
-  if last[2] then
-    floor = tonumber(last[2]) - t
-  end
-  if redis.call('zcard', L) == 0 and floor <= 0 then
-    redis.call('del', H, L, Q, D)
-    return
-  end
-  redis.call('hset', H, '\1k', 'sem', '\1p', permits, '\1u', used)
-  expireWith(H, L, t, floor)
-end
 
 if redis.call('hexists', H, id) == 1 then
   if mode ~= 'resolve' then
     redis.call('zadd', L, t + lease, id)
-    keep()
+    keepSem(H, L, Q, D, t, used, permits)
   end
   return {1, 1, 0}
 end
@@ -84,7 +62,7 @@ if (not head or head == id) and used + n <= permits then
       redis.call(PUBLISH, C, '@' .. nxt)
     end
   end
-  keep()
+  keepSem(H, L, Q, D, t, used, permits)
   return {1, 1, 0}
 end
 
@@ -92,7 +70,7 @@ if join then
   joinQueue(Q, D, id, t, wait)
   head = head or id
 end
-keep()
+keepSem(H, L, Q, D, t, used, permits)
 local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')
 local pttl = -2
 if first[2] then

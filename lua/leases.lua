@@ -1,0 +1,111 @@
+-- leases.lua: helpers of the kinds whose holds each have a lease (RWMutex, Semaphore), and of
+-- their queues. Their scripts run lib.lua, this file and their own file.
+
+-- These kinds keep their holds' leases in a sorted set, hold -> lease end in server ms, beside
+-- the hash of counts; the keys' own expiry is only the latest
+-- lease end, so that they vanish with the last hold.
+
+-- lapsed removes from leases zset L the holds whose lease ended by t and returns them.
+local function lapsed(L, t)
+  local dead = redis.call('zrangebyscore', L, '-inf', t)
+  if #dead > 0 then
+    redis.call('zremrangebyscore', L, '-inf', t)
+  end
+  return dead
+end
+
+-- expireWith gives hash H and leases zset L the expiry of the latest lease in L, or at least
+-- floor ms (waiters that keep H alive; 0: none), or deletes both when nothing is left.
+local function expireWith(H, L, t, floor)
+  local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+  local ms = floor
+  if last[2] then
+    ms = math.max(ms, tonumber(last[2]) - t)
+  end
+  if ms <= 0 then
+    redis.call('del', H, L)
+    return
+  end
+  redis.call('pexpire', H, ms)
+  if last[2] then
+    redis.call('pexpire', L, ms)
+  end
+end
+
+-- purgeQueue removes the waiters of queue Q whose deadline in zset D passed by t, and returns
+-- the head that remains (or false).
+local function purgeQueue(Q, D, t)
+  local dead = redis.call('zrangebyscore', D, '-inf', t)
+  for i = 1, #dead do
+    redis.call('lrem', Q, 0, dead[i])
+  end
+  if #dead > 0 then
+    redis.call('zremrangebyscore', D, '-inf', t)
+  end
+  local head = redis.call('lindex', Q, 0)
+  while head and not redis.call('zscore', D, head) do
+    -- in the queue without a deadline (a key evicted or edited): dead
+    redis.call('lpop', Q)
+    head = redis.call('lindex', Q, 0)
+  end
+  return head
+end
+
+-- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
+-- deadline if it is queued already.
+local function joinQueue(Q, D, entry, t, wait)
+  if redis.call('zadd', D, t + wait, entry) == 1 then
+    redis.call('rpush', Q, entry)
+  end
+  redis.call('pexpire', Q, wait)
+  redis.call('pexpire', D, wait)
+end
+
+-- leaveQueue removes entry from queue Q and deadlines D; it reports whether it was there.
+local function leaveQueue(Q, D, entry)
+  redis.call('lrem', Q, 0, entry)
+  return redis.call('zrem', D, entry) == 1
+end
+
+-- dropLapsedRW removes from a read-write lock's hash H the holds whose lease in L ended by t
+-- (and the writer, if its write hold was one of them).
+local function dropLapsedRW(H, L, t)
+  for _, m in ipairs(lapsed(L, t)) do
+    redis.call('hdel', H, m)
+    if string.sub(m, 1, 2) == 'w:' then
+      redis.call('hdel', H, '\1w')
+    end
+  end
+end
+
+-- dropLapsedSem removes from a semaphore's hash H the holds whose lease in L ended by t, and
+-- returns the permits still held.
+local function dropLapsedSem(H, L, t)
+  local used = tonumber(redis.call('hget', H, '\1u') or '0')
+  for _, dead in ipairs(lapsed(L, t)) do
+    used = used - tonumber(redis.call('hget', H, dead) or '0')
+    redis.call('hdel', H, dead)
+  end
+  return math.max(used, 0)
+end
+
+-- keepSem stores a semaphore's permits in use (and its permit count, when given) and gives its
+-- keys the expiry of the latest lease or waiter deadline, or deletes them all when nothing is
+-- held and nobody waits.
+local function keepSem(H, L, Q, D, t, used, permits)
+  local last = redis.call('zrange', D, -1, -1, 'WITHSCORES')
+  local floor = 0
+  if last[2] then
+    floor = tonumber(last[2]) - t
+  end
+  if redis.call('zcard', L) == 0 and floor <= 0 then
+    redis.call('del', H, L, Q, D)
+    return
+  end
+  if permits then
+    redis.call('hset', H, '\1k', 'sem', '\1p', permits, '\1u', math.max(used, 0))
+  else
+    redis.call('hset', H, '\1k', 'sem', '\1u', math.max(used, 0))
+  end
+  expireWith(H, L, t, floor)
+end
