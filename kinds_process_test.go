@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,27 +43,12 @@ func runKindsHelper(name string) int {
 		fmt.Fprintln(os.Stderr, "no helper", name)
 		return 2
 	}
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	rc, c, err := helperClients()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer rc.Close()
-	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX")}
-	if os.Getenv("WAIT") == "spin" {
-		opts.Wait = rlock.Spin(5 * time.Millisecond)
-	}
-	if d, err := time.ParseDuration(os.Getenv("WATCHDOG")); err == nil {
-		opts.WatchdogTimeout = d
-	}
-	if d, err := time.ParseDuration(os.Getenv("FAIRWAIT")); err == nil {
-		opts.FairWaitTimeout = d
-	}
-	c, err := rlock.New(rc, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	defer c.Close()
 	if err := f(c); err != nil {
 		fmt.Fprintln(os.Stderr, "helper", name, "failed:", err)

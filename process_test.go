@@ -72,27 +72,12 @@ func runHelper(name string) int {
 	if strings.HasPrefix(name, "kinds-") {
 		return runKindsHelper(name)
 	}
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	rc, c, err := helperClients()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer rc.Close()
-	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX")}
-	if os.Getenv("WAIT") == "spin" {
-		opts.Wait = rlock.Spin(5 * time.Millisecond)
-	}
-	if d, err := time.ParseDuration(os.Getenv("WATCHDOG")); err == nil {
-		opts.WatchdogTimeout = d
-	}
-	if d, err := time.ParseDuration(os.Getenv("FAIRWAIT")); err == nil {
-		opts.FairWaitTimeout = d
-	}
-	c, err := rlock.New(rc, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	defer c.Close()
 	m := c.NewMutex(os.Getenv("LOCK"))
 	if os.Getenv("FAIR") == "1" {
@@ -110,6 +95,31 @@ func runHelper(name string) int {
 		return 1
 	}
 	return 0
+}
+
+// helperClients opens a helper process's rueidis and rlock clients, as its environment says:
+// REDIS_ADDR, PREFIX, WAIT (spin or pubsub), WATCHDOG and FAIRWAIT (durations).
+func helperClients() (rueidis.Client, *rlock.Client, error) {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := rlock.Options{KeyPrefix: os.Getenv("PREFIX")}
+	if os.Getenv("WAIT") == "spin" {
+		opts.Wait = rlock.Spin(5 * time.Millisecond)
+	}
+	if d, err := time.ParseDuration(os.Getenv("WATCHDOG")); err == nil {
+		opts.WatchdogTimeout = d
+	}
+	if d, err := time.ParseDuration(os.Getenv("FAIRWAIT")); err == nil {
+		opts.FairWaitTimeout = d
+	}
+	c, err := rlock.New(rc, opts)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return rc, c, nil
 }
 
 // helperCounter increments a Redis counter ITERS times with a non-atomic GET/SET under the lock.
