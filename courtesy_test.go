@@ -84,10 +84,10 @@ func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	s.mu.Lock()
 	assert.Len(t, s.unclaimed, 1, "messages for owners not arriving here are not kept")
 	s.mu.Unlock()
-	wake := make(chan struct{}, 1)
-	s.address("me", wake)
+	a := &addressee{wake: make(chan struct{}, 1)}
+	s.address("me", a)
 	select {
-	case <-wake:
+	case <-a.wake:
 	default:
 		t.Fatal("the arriving waiter's wake-up was dropped")
 	}

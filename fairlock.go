@@ -18,12 +18,18 @@ import (
 //   - The lock is taken only by the head of the queue (or anyone, when nobody waits); a
 //     single-attempt TryLock never joins, so it fails while others wait even if the lock is
 //     momentarily free.
-//   - A release wakes only the head, with a message addressed to its owner on the lock's one
-//     channel; the other waiters sleep until their refresh, so wake-ups and commands per
-//     acquisition do not grow with the number of waiters. The head also wakes at the holder's
-//     lease end, which publishes nothing.
+//   - Direct handoff: the last release grants the lock to the first live waiter itself (hash
+//     field "\1g" names the request it was granted to) and tells it so in a message addressed
+//     to its owner on the lock's one channel; the waiter returns without another round trip.
+//     The other waiters sleep until their refresh, so wake-ups and commands per acquisition do
+//     not grow with the number of waiters. A grant's lease is a claim of at most
+//     FairWaitTimeout (see lock.claimFor), which the watchdog extends to the full lease soon
+//     after, so a grant to a waiter that is gone holds the lock no longer than its place would
+//     have. A waiter that misses the message finds the grant at its next attempt; the head also
+//     wakes at the holder's lease end, which publishes nothing.
 //   - A waiter that gives up (cancelled, timed out, client closed) removes its entry before
-//     returning and wakes the next head if the lock is free.
+//     returning, gives back a grant it did not learn of, and hands a free lock to the next
+//     head.
 
 // NewFairMutex returns the fair mutex called name: the same API and options as
 // [Client.NewMutex] (reentrancy, leases, watchdog, loss, fencing), but waiters acquire it in
@@ -42,8 +48,8 @@ func newFairMutexKind(lk *lock) kind {
 	k := lk.keys
 	return fairMutexKind{
 		acquireKeys: []string{k.lock, k.queue, k.deadlines, k.fence},
-		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines},
-		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel},
+		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines, k.fence},
+		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel, k.fence},
 	}
 }
 
@@ -57,12 +63,9 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attem
 	if r.join {
 		queue = "wait"
 	}
-	fence := "0"
-	if lk.fencing {
-		fence = "1"
-	}
+	fence := fencingArg(lk)
 	reply, err := lk.c.eval(ctx, r, fairAcquireScript, k.acquireKeys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue}).AsIntSlice()
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -70,8 +73,8 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attem
 }
 
 func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
-	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, p.request, addressedPrefix, "1"}).AsIntSlice()
+	r, err := fairReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
+		[]string{owner, p.request}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -81,9 +84,17 @@ func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ ac
 	return released{left: r[0], total: r[0], woken: r[1]}, nil
 }
 
-func (k fairMutexKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
+func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {
 	return fairLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.leaveKeys,
-		[]string{owner, addressedPrefix}).Error()
+		[]string{r.owner, r.id, lk.claimMs, fencingArg(lk)}).Error()
+}
+
+// fencingArg is the scripts' fencing flag: "1" when lk issues fencing tokens.
+func fencingArg(lk *lock) string {
+	if lk.fencing {
+		return "1"
+	}
+	return "0"
 }
 
 func (k fairMutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }

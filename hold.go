@@ -16,6 +16,7 @@ type hold struct {
 	lk         *lock         // the lock that took it, to give it back
 	count      [accesses]int // holds taken in this process and not yet released, by access
 	watchdog   bool          // some hold was taken without a fixed lease: renew it
+	claimed    bool          // a watchdog hold granted with a claim, not yet renewed: renew it soon
 	expires    time.Time     // local end of the lease, no later than Redis' (see localEnd)
 	token      int64
 	lost       bool      // the lease is gone; remaining Unlocks report ErrLockLost
@@ -173,7 +174,15 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 	}
 	h.count[acc]++
 	h.watchdog = h.watchdog || lk.lease == 0
-	end := localEnd(a.sent, lk.leaseFor())
+	lease := lk.leaseFor()
+	if a.claim > 0 {
+		lease = a.claim
+		if lk.lease == 0 {
+			h.claimed = true
+			c.renewSoon(localEnd(a.sent, lease))
+		}
+	}
+	end := localEnd(a.sent, lease)
 	if end.After(h.expires) || lk.lease > 0 {
 		h.expires = end
 		if c.reapAt.IsZero() || end.Before(c.reapAt) {

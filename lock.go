@@ -35,8 +35,9 @@ type kind interface {
 	acquire(ctx context.Context, lk *lock, r *request) (attempt, error)
 	// release runs the release script for one hold of owner in access a, under request p.
 	release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error)
-	// leave removes owner's waiter in access a from the lock's queue (queued waiters only).
-	leave(ctx context.Context, lk *lock, owner string, a access) error
+	// leave removes the waiter of request r from the lock's queue (queued waiters only), and
+	// gives back a hold a release granted it.
+	leave(ctx context.Context, lk *lock, r request) error
 	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
 	// hold (all in the lock's slot); see renew.lua.
 	renewal() (luaScript, []string)
@@ -96,16 +97,23 @@ type attempt struct {
 	pttl     time.Duration // when not acquired: how long the holder may keep it, -1 for no end
 	head     bool          // queued, not acquired: the owner is next (it also wakes at pttl)
 	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
+	// claim, for a hold a release granted this call (direct handoff), is its lease in Redis
+	// from no earlier than sent (instead of the lock's lease) until the holder extends it.
+	claim time.Duration
 	// unreplicated, for a new hold with Options.SyncReplicas, is the error wrapping
 	// ErrNotReplicated when too few replicas acknowledged it: the caller gives it back.
 	unreplicated error
 }
 
-// parseAttempt reads the common acquire reply: {1, count, token} when acquired, {0, pttl,
-// head} when not (pttl -1: no expiry, -2: free but another waiter is ahead).
+// parseAttempt reads the common acquire reply: {1, count, token} when acquired, {1, count,
+// token, pttl} when a release granted it to the request, {0, pttl, head} when not (pttl -1:
+// no expiry, -2: free but another waiter is ahead).
 func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
-	if len(reply) == 3 && reply[0] == 1 {
+	if len(reply) >= 3 && reply[0] == 1 {
 		a.acquired, a.count, a.token = true, reply[1], reply[2]
+		if len(reply) == 4 && reply[3] > 0 {
+			a.claim = time.Duration(reply[3]) * time.Millisecond
+		}
 		return a, nil
 	}
 	if len(reply) < 2 || reply[0] != 0 {
@@ -145,6 +153,7 @@ type lock struct {
 	err       error // invalid name or option: returned by every call
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
+	claimMs string // claimFor() in milliseconds
 }
 
 // newLock applies opts to a lock called name, whose kind newKind makes from its keys and
@@ -176,6 +185,7 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		err:     err,
 	}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
+	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
 	return lk
 }
@@ -205,6 +215,25 @@ func (lk *lock) leaseFor() time.Duration {
 		return lk.lease
 	}
 	return lk.c.lease
+}
+
+// claimFor is the lease a release that grants this lock to a queued waiter gives it (direct
+// handoff), or 0 when the waiter must be woken to take it itself. A claim is at most
+// FairWaitTimeout, so a grant to a waiter that died holds the lock no longer than a dead
+// waiter's place would; the holder extends it to its lease off the critical path (the
+// watchdog renews it soon). A fixed lease longer than FairWaitTimeout could not be extended to
+// exactly that lease, and a hold that must reach replicas must be taken on the waiter's own
+// connection: those waiters are woken instead.
+func (lk *lock) claimFor() time.Duration {
+	switch {
+	case lk.c.opts.SyncReplicas > 0:
+		return 0
+	case lk.lease == 0:
+		return min(lk.c.lease, lk.c.opts.FairWaitTimeout).Truncate(time.Millisecond)
+	case lk.lease <= lk.c.opts.FairWaitTimeout:
+		return lk.lease
+	}
+	return 0
 }
 
 // localEnd is the moment this process takes a lease of d sent at sent to end: early enough

@@ -61,7 +61,7 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 	return released{left: r[0], total: r[0], woken: r[1]}, nil
 }
 
-func (mutexKind) leave(context.Context, *lock, string, access) error { return nil }
+func (mutexKind) leave(context.Context, *lock, request) error { return nil }
 
 func (k mutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }
 

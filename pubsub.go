@@ -11,8 +11,10 @@ import (
 )
 
 // Messages on a lock's channel. addressedPrefix starts a message meant for one waiter (fair
-// kinds, semaphores: "@" and its owner or hold id); readersMessage wakes every reader waiting
-// in the client and one other waiter; any other message ("0") wakes one waiter.
+// kinds, semaphores: "@" and its address, its owner or hold id), which may go on with a NUL
+// and a grant (direct handoff: the request id it was granted for, the fencing token and the
+// claim in ms, NUL-separated; see queue.lua); readersMessage wakes every reader waiting in the
+// client and one other waiter; any other message ("0") wakes one waiter.
 const (
 	addressedPrefix = "@"
 	readersMessage  = "*"
@@ -36,14 +38,31 @@ type subscription struct {
 	// all is closed (and replaced) by a readers message or a (re)confirmation: it wakes every
 	// waiting reader (see readers).
 	all       chan struct{}
-	addressed map[string]chan struct{} // owner -> its wake-up (fair waiters)
-	// unclaimed remembers addressed messages for fair waiters of this client that are between
-	// their first attempt and the registration of their wake-up (see Client.arrive).
-	unclaimed map[string]struct{}
+	addressed map[string]*addressee // address -> its waiter (queued waiters)
+	// unclaimed remembers addressed messages (their grants, "" for none) for queued waiters of
+	// this client that are between their first attempt and their registration (see
+	// Client.arrive).
+	unclaimed map[string]string
 
 	ctx    context.Context // cancelled when the last waiter leaves or the client closes
 	cancel context.CancelFunc
 	done   chan struct{} // closed once unsubscribed and the goroutine exited
+}
+
+// addressee is a queued waiter that messages address: its wake-up, and the last grant that
+// came for it (guarded by subscription.mu).
+type addressee struct {
+	wake  chan struct{}
+	grant string
+}
+
+// grant returns and forgets the last grant that came for a, or "".
+func (s *subscription) grant(a *addressee) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := a.grant
+	a.grant = ""
+	return g
 }
 
 // permit posts one wake-up to ch without blocking.
@@ -56,7 +75,7 @@ func permit(ch chan struct{}) {
 
 // deliver handles a message on the channel. It runs on rueidis' reader and must not block.
 func (s *subscription) deliver(msg string) {
-	owner, ok := strings.CutPrefix(msg, addressedPrefix)
+	rest, ok := strings.CutPrefix(msg, addressedPrefix)
 	if !ok {
 		if msg == readersMessage {
 			s.wakeReaders()
@@ -64,21 +83,27 @@ func (s *subscription) deliver(msg string) {
 		permit(s.wake)
 		return
 	}
+	addr, grant, _ := strings.Cut(rest, "\x00")
 	s.mu.Lock()
-	ch := s.addressed[owner]
+	a := s.addressed[addr]
+	if a != nil && grant != "" {
+		a.grant = grant
+	}
 	s.mu.Unlock()
-	if ch == nil && s.c.arriving(s.channel, owner) {
+	if a == nil && s.c.arriving(s.channel, addr) {
 		s.mu.Lock()
-		if ch = s.addressed[owner]; ch == nil {
+		if a = s.addressed[addr]; a == nil {
 			if s.unclaimed == nil {
-				s.unclaimed = make(map[string]struct{})
+				s.unclaimed = make(map[string]string)
 			}
-			s.unclaimed[owner] = struct{}{}
+			s.unclaimed[addr] = grant
+		} else if grant != "" {
+			a.grant = grant
 		}
 		s.mu.Unlock()
 	}
-	if ch != nil {
-		permit(ch)
+	if a != nil {
+		permit(a.wake)
 	}
 }
 
@@ -115,8 +140,8 @@ func (s *subscription) confirmed() {
 	permit(s.wake)
 	s.wakeReaders()
 	s.mu.Lock()
-	for _, ch := range s.addressed {
-		permit(ch)
+	for _, a := range s.addressed {
+		permit(a.wake)
 	}
 	s.mu.Unlock()
 }
@@ -154,21 +179,24 @@ func (c *Client) peekReaders(channel string) (*subscription, chan struct{}) {
 	return s, s.readers()
 }
 
-// address registers (ch non-nil) or removes the wake-up of a fair waiter.
-func (s *subscription) address(owner string, ch chan struct{}) {
+// address registers (a non-nil) or removes the queued waiter at addr.
+func (s *subscription) address(addr string, a *addressee) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch == nil {
-		delete(s.addressed, owner)
+	if a == nil {
+		delete(s.addressed, addr)
 		return
 	}
 	if s.addressed == nil {
-		s.addressed = make(map[string]chan struct{})
+		s.addressed = make(map[string]*addressee)
 	}
-	s.addressed[owner] = ch
-	if _, missed := s.unclaimed[owner]; missed {
-		delete(s.unclaimed, owner)
-		permit(ch)
+	s.addressed[addr] = a
+	if grant, missed := s.unclaimed[addr]; missed {
+		delete(s.unclaimed, addr)
+		if grant != "" {
+			a.grant = grant
+		}
+		permit(a.wake)
 	}
 }
 

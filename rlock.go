@@ -36,6 +36,7 @@ type Client struct {
 	closed    atomic.Bool
 	closeDone chan struct{} // closed when the first Close has finished
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
+	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
 
 	mu       sync.Mutex
 	holds    map[holdKey]*hold        // this process's holds, by lock key and owner
@@ -45,6 +46,7 @@ type Client struct {
 	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
 	arrivals map[holdKey]int          // fair waiters that may miss a wake-up, by channel and owner (see arrive)
 	reapAt   time.Time                // when the reaper wakes next; zero: only when kicked
+	soonAt   time.Time                // when the watchdog renews claimed holds; zero: not planned
 	events   []Event                  // for the observer, delivered once mu is released (see unlock)
 }
 
@@ -76,6 +78,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		cancel:    cancel,
 		closeDone: make(chan struct{}),
 		reap:      make(chan struct{}, 1),
+		soon:      make(chan struct{}, 1),
 		holds:     make(map[holdKey]*hold),
 		lanes:     make(map[holdKey]*lane),
 		subs:      make(map[string]*subscription),

@@ -116,9 +116,9 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p
 	return released{left: r[0], woken: r[1], total: r[2]}, nil
 }
 
-func (k rwKind) leave(ctx context.Context, lk *lock, owner string, a access) error {
+func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
 	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, rwAccessArg[a], k.arg()}).Error()
+		[]string{r.owner, rwAccessArg[r.access], k.arg()}).Error()
 }
 
 func (k rwKind) renewal() (luaScript, []string) { return rwRenewScript, k.renewKeys }

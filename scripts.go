@@ -10,8 +10,9 @@ import (
 )
 
 // Every script is lua/lib.lua (helpers shared by all), a newline, and its own file, which
-// states its KEYS, ARGV and replies; the scripts of kinds with per-hold leases have
-// lua/leases.lua between the two. rueidis runs them with EVALSHA and falls back to EVAL on
+// states its KEYS, ARGV and replies; the scripts of kinds whose waiters queue have
+// lua/queue.lua between the two, and those of kinds with per-hold leases lua/leases.lua after
+// that. rueidis runs them with EVALSHA and falls back to EVAL on
 // NOSCRIPT. They are immutable after package initialisation.
 //
 //go:embed lua/*.lua
@@ -46,9 +47,15 @@ const (
 // EVALSHA_RO.
 func script(file string, readOnly bool) luaScript { return compose(readOnly, "lib.lua", file) }
 
-// leasedScript returns the script of lua/<file> of a kind with per-hold leases, prefixed with
-// lib.lua and leases.lua.
-func leasedScript(file string) luaScript { return compose(false, "lib.lua", "leases.lua", file) }
+// queuedScript returns the script of lua/<file> of a fair Mutex, prefixed with lib.lua and
+// queue.lua.
+func queuedScript(file string) luaScript { return compose(false, "lib.lua", "queue.lua", file) }
+
+// leasedScript returns the script of lua/<file> of a kind with per-hold leases and a queue,
+// prefixed with lib.lua, queue.lua and leases.lua.
+func leasedScript(file string) luaScript {
+	return compose(false, "lib.lua", "queue.lua", "leases.lua", file)
+}
 
 // sources maps each script's file to the classic variant's source, as Redis gets it (for the
 // fault tests, which match scripts on the wire); filled during package initialisation.
@@ -90,10 +97,11 @@ var (
 	acquireScript     = script("acquire.lua", false)
 	releaseScript     = script("release.lua", false)
 	renewScript       = script("renew.lua", false)
-	forceUnlockScript = script("forceunlock.lua", false)
+	forceUnlockScript = queuedScript("forceunlock.lua")
 	inspectScript     = script("inspect.lua", true)
-	fairAcquireScript = script("fair_acquire.lua", false)
-	fairLeaveScript   = script("fair_leave.lua", false)
+	fairAcquireScript = queuedScript("fair_acquire.lua")
+	fairReleaseScript = queuedScript("fair_release.lua")
+	fairLeaveScript   = queuedScript("fair_leave.lua")
 )
 
 // Scripts of RWMutex (rwmutex.go).

@@ -10,7 +10,9 @@ import (
 // permits are out at any time, across all processes. Each Acquire takes n permits as one hold,
 // with a lease of its own (renewed by the watchdog, or fixed with [WithLease]) measured by the
 // Redis server's clock, so a holder that dies gives its permits back when its lease ends.
-// Waiters are served in arrival order. Create one with [Client.NewSemaphore].
+// Waiters are served in arrival order: a release grants the freed permits to the waiters first
+// in line whose requests fit and tells them so (direct handoff, as the fair Mutex does), so they
+// return without another round trip. Create one with [Client.NewSemaphore].
 type Semaphore struct {
 	lock
 	permits int64
@@ -57,7 +59,7 @@ func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, er
 	}
 	reply, err := lk.c.eval(ctx, r, semAcquireScript, k.keys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
-			lk.c.fairWaitMs, join}).AsIntSlice()
+			lk.c.fairWaitMs, join, lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -87,8 +89,9 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 	return released{left: r[0], total: r[0], woken: r[1]}, nil
 }
 
-func (k semKind) leave(ctx context.Context, lk *lock, owner string, _ access) error {
-	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys, []string{owner}).Error()
+func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
+	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys,
+		[]string{r.owner, lk.claimMs, strconv.FormatInt(r.n, 10)}).Error()
 }
 
 func (k semKind) renewal() (luaScript, []string) { return semRenewScript, k.renewKeys }

@@ -2,6 +2,8 @@ package rlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,15 +40,8 @@ func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 // run runs one acquire attempt in mode, taking the owner's lane first if this call does not
 // hold it.
 func (w *waiter) run(mode int) (attempt, error) {
-	if w.lane == nil {
-		l, err := w.lk.enterLane(w.ctx, w.cmd, w.r.owner)
-		if err != nil {
-			if w.ctx.Err() != nil {
-				err = w.lk.errorf("waiting: %w", err)
-			}
-			return attempt{}, err
-		}
-		w.lane = l
+	if err := w.takeTurn(); err != nil {
+		return attempt{}, err
 	}
 	w.tried = true
 	w.r.mode = mode
@@ -221,6 +216,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	// confirmation wakes every reader).
 	var s *subscription
 	var wake chan struct{}
+	var ad *addressee
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
@@ -229,8 +225,9 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		}
 		switch w.style.wake {
 		case wakeAddressed:
-			wake = make(chan struct{}, 1)
-			s.address(w.address(), wake)
+			ad = &addressee{wake: make(chan struct{}, 1)}
+			wake = ad.wake
+			s.address(w.address(), ad)
 		case wakeOne:
 			wake = s.wake
 		case wakeReaders:
@@ -244,6 +241,12 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 			}
 			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()
+	}
+	// queued is when the last attempt that ran without acquiring was sent: a grant that comes
+	// after it was made after it ran, so the grant's claim ends no earlier than queued+claim.
+	var queued time.Time
+	if err == nil {
+		queued = a.sent
 	}
 	backoff := newBackoff()
 	for {
@@ -263,19 +266,66 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		if s != nil && w.style.wake == wakeReaders {
 			wake = s.readers()
 		}
+		if ad != nil && !queued.IsZero() {
+			if g, ok := w.granted(s.grant(ad), queued); ok {
+				if err := w.takeTurn(); err != nil {
+					return attempt{}, err // the deferred leave gives the grant back
+				}
+				acquired = true
+				return g, nil
+			}
+		}
 		a, err = w.try()
 		if err == nil && a.acquired {
 			acquired = true
 			return a, nil
 		}
+		if err == nil {
+			queued = a.sent
+		}
 	}
+}
+
+// granted reads grant, a grant that came in a message addressed to this waiter (see
+// addressedPrefix), and returns the attempt it amounts to if it is for this call's request:
+// the hold started after queued, with the grant's token and claim. Its count is unknown (0):
+// the owner may have re-entered since, elsewhere.
+func (w *waiter) granted(grant string, queued time.Time) (attempt, bool) {
+	req, rest, ok := strings.Cut(grant, "\x00")
+	if !ok || req != w.r.id {
+		return attempt{}, false // none, or another call's of the same owner: try instead
+	}
+	tok, claim, _ := strings.Cut(rest, "\x00")
+	token, err1 := strconv.ParseInt(tok, 10, 64)
+	ms, err2 := strconv.ParseInt(claim, 10, 64)
+	if err1 != nil || err2 != nil || ms <= 0 {
+		return attempt{}, false // not ours to read: the next attempt finds the grant
+	}
+	return attempt{acquired: true, token: token, sent: queued, claim: time.Duration(ms) * time.Millisecond}, true
+}
+
+// takeTurn takes the owner's lane for an attempt, or for a hold that came without one (a
+// grant), unless this call holds it already.
+func (w *waiter) takeTurn() error {
+	if w.lane != nil {
+		return nil
+	}
+	l, err := w.lk.enterLane(w.ctx, w.cmd, w.r.owner)
+	if err != nil {
+		if w.ctx.Err() != nil {
+			err = w.lk.errorf("waiting: %w", err)
+		}
+		return err
+	}
+	w.lane = l
+	return nil
 }
 
 // leaveQueue removes the waiter of r from its queue, retrying transport errors for a few
 // seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
 func (lk *lock) leaveQueue(cmd context.Context, r request) {
 	err := retryTransport(releaseBudget, func() error {
-		return lk.kind.leave(detach(cmd), lk, r.owner, r.access)
+		return lk.kind.leave(detach(cmd), lk, r)
 	})
 	switch {
 	case isTransport(err):

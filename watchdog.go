@@ -13,29 +13,64 @@ const renewBatch = 100
 
 // watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it settles lanes
 // with work left and renews all watchdog holds. After a failed renewal it tries again soon
-// (10ms doubling, at most a third of the lease), not a whole period later.
+// (10ms doubling, at most a third of the lease), not a whole period later. Holds granted with
+// a short claim (direct handoff) are renewed on their own before it runs out (see renewSoon).
 func (c *Client) watchdog() {
 	defer c.wg.Done()
 	period := c.lease / 3
 	t := time.NewTimer(period)
 	defer t.Stop()
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
 	retry := newBackoff()
 	for {
+		claimedOnly := false
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.soon:
+			c.mu.Lock()
+			at := c.soonAt
+			c.mu.Unlock()
+			soon.Reset(time.Until(at))
+			continue
+		case <-soon.C:
+			claimedOnly = true
 		case <-t.C:
 		}
 		start := time.Now()
+		if claimedOnly {
+			c.mu.Lock()
+			c.soonAt = time.Time{}
+			c.mu.Unlock()
+			if !c.renewHolds(true) {
+				t.Reset(retry.next()) // the whole pass retries them soon
+			}
+			continue
+		}
 		c.settleLanes()
 		next := period
-		if c.renewHolds() {
+		if c.renewHolds(false) {
 			retry = newBackoff()
 		} else {
 			next = min(retry.next(), period)
 		}
 		// A fixed cadence: the time the renewals took counts towards the next period.
 		t.Reset(max(next-time.Since(start), time.Millisecond))
+	}
+}
+
+// renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
+// local end of a claim, or sooner. Called with c.mu held.
+func (c *Client) renewSoon(end time.Time) {
+	at := time.Now().Add(time.Until(end) / 2)
+	if c.soonAt.IsZero() || at.Before(c.soonAt) {
+		c.soonAt = at
+		select {
+		case c.soon <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -126,13 +161,14 @@ func (c *Client) kickReaper() {
 	}
 }
 
-// renewHolds extends the lease of every watchdog hold, in scripts of at most renewBatch keys
+// renewHolds extends the lease of every watchdog hold (claimedOnly: of those granted with a
+// claim and not yet renewed), in scripts of at most renewBatch keys
 // grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
 // node its scripts together, so a period costs one round trip per node however many slots the
 // holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
 // owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
 // retries soon.
-func (c *Client) renewHolds() bool {
+func (c *Client) renewHolds(claimedOnly bool) bool {
 	type group struct {
 		script luaScript
 		slot   uint16
@@ -146,7 +182,7 @@ func (c *Client) renewHolds() bool {
 		}
 	}
 	for _, h := range c.holds {
-		if h.watchdog {
+		if h.watchdog && (h.claimed || !claimedOnly) {
 			script, _ := h.lk.kind.renewal()
 			g := group{script, c.slotOf(h.key)}
 			bySlot[g] = append(bySlot[g], h)
@@ -273,7 +309,7 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 		}
 		switch {
 		case renewed[i] == 1:
-			h.expires = end
+			h.expires, h.claimed = end, false
 		case h.releasing > 0:
 			// An Unlock in flight released it.
 		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":

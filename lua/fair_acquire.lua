@@ -12,24 +12,32 @@
 -- ARGV[5] '1' to issue a fencing token for a new hold
 -- ARGV[6] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[7] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
+-- ARGV[8] claim in milliseconds: the lease a release that grants the lock to this waiter gives
+--         it (direct handoff; the holder extends it once it has it), '0' to be woken instead
+-- The caller's queue entry is owner, request id, claim and ARGV[5] (see queue.lua), so a
+-- release can grant it the lock: it then holds the lock with request id ARGV[3] recorded in
+-- the hash field "\1g" until it gives the grant back, and its next attempt finds it there.
 -- Time is the server's (TIME), never a client clock. Waiters whose deadline passed are purged
 -- from anywhere in the queue first; if the queue and the deadlines disagree (a key evicted or
 -- edited), the queue is rebuilt from the owners that have a deadline. The lock goes to the
 -- caller only when it is free and the caller heads the queue (or the queue is empty): nobody
 -- jumps the queue.
--- Returns {1, hold count, token} when acquired or re-entered, or {0, pttl, head} when not:
+-- Returns {1, hold count, token} when acquired or re-entered, {1, hold count, token, pttl} when
+-- a release granted it to this request (the lease is left as the grant made it), or {0, pttl,
+-- head} when not:
 -- pttl is the holder's remaining lease (-1: no expiry, -2: free but another waiter is ahead),
 -- head is 1 when the caller heads the queue. Queue and deadlines expire ARGV[6] after the
 -- last call that touched them. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
+local entry = owner .. '\0' .. req .. '\0' .. ARGV[8] .. '\0' .. ARGV[5]
 
 local function take(pop)
   local t = fence(counter, true)
   if pop then
     redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], owner)
+    redis.call('zrem', KEYS[3], entry)
   end
   redis.call('hset', KEYS[1], owner, 1)
   record(KEYS[1], owner, req, 1)
@@ -41,6 +49,9 @@ local pttl = -2
 if redis.call('exists', KEYS[1]) == 1 then
   local n, held = replayed(KEYS[1], owner, owner, req)
   mustBeKind(KEYS[1], '', held[3])
+  if held[1] and redis.call('hget', KEYS[1], '\1g') == req then
+    return {1, tonumber(held[1]), fence(counter, false), redis.call('pttl', KEYS[1])}
+  end
   if n then
     local t = fence(counter, false)
     if mode ~= 'resolve' then
@@ -56,6 +67,9 @@ if redis.call('exists', KEYS[1]) == 1 then
     local count = redis.call('hincrby', KEYS[1], owner, 1)
     record(KEYS[1], owner, req, count)
     redis.call('pexpire', KEYS[1], ARGV[2])
+    if redis.call('zscore', KEYS[3], entry) then
+      leaveQueue(KEYS[2], KEYS[3], entry) -- queued before the owner took it elsewhere
+    end
     return {1, count, t}
   end
   pttl = redis.call('pttl', KEYS[1])
@@ -107,19 +121,19 @@ if #dead > 0 then
   head = redis.call('lindex', KEYS[2], 0)
 end
 
-if pttl == -2 and (not head or head == owner) then
+if pttl == -2 and (not head or head == entry) then
   return take(head ~= false and head ~= nil)
 end
 
 if ARGV[7] == 'wait' then
-  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), owner) == 1 then
-    redis.call('rpush', KEYS[2], owner)
-    head = head or owner
+  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), entry) == 1 then
+    redis.call('rpush', KEYS[2], entry)
+    head = head or entry
   end
   redis.call('pexpire', KEYS[2], ARGV[6])
   redis.call('pexpire', KEYS[3], ARGV[6])
 end
-if head == owner then
+if head == entry then
   return {0, pttl, 1}
 end
 return {0, pttl, 0}

@@ -3,7 +3,8 @@
 -- KEYS[2] unlock channel
 -- KEYS[3] fair queue (fair locks only)
 -- ARGV[1] unlock message; for a fair lock, the prefix of a message addressed to the head waiter
--- ARGV[2] optional: '1' for a fair lock: wake only the head of the queue, with ARGV[1]..owner
+-- ARGV[2] optional: '1' for a fair lock: wake only the head of the queue, with ARGV[1] and its
+--         address (the head takes the lock itself)
 -- Returns 1 when the lock existed (deleted, a waiter woken), 0 when it did not.
 -- Raises WRONGTYPE, deleting nothing, when KEYS[1] is not a hash or KEYS[3] not a list.
 local t = redis.call('type', KEYS[1]).ok
@@ -22,6 +23,6 @@ end
 local head = redis.call('lindex', KEYS[3], 0)
 redis.call('del', KEYS[1])
 if head then
-  redis.call(PUBLISH, KEYS[2], ARGV[1] .. head)
+  redis.call(PUBLISH, KEYS[2], ARGV[1] .. splitEntry(head))
 end
 return 1

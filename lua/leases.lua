@@ -1,5 +1,5 @@
--- leases.lua: helpers of the kinds whose holds each have a lease (RWMutex, Semaphore), and of
--- their queues. Their scripts run lib.lua, this file and their own file.
+-- leases.lua: helpers of the kinds whose holds each have a lease (RWMutex, Semaphore). Their
+-- scripts run lib.lua, queue.lua, this file and their own file.
 
 -- These kinds keep their holds' leases in a sorted set, hold -> lease end in server ms, beside
 -- the hash of counts; the keys' own expiry is only the latest
@@ -30,41 +30,6 @@ local function expireWith(H, L, t, floor)
   if last[2] then
     redis.call('pexpire', L, ms)
   end
-end
-
--- purgeQueue removes the waiters of queue Q whose deadline in zset D passed by t, and returns
--- the head that remains (or false).
-local function purgeQueue(Q, D, t)
-  local dead = redis.call('zrangebyscore', D, '-inf', t)
-  for i = 1, #dead do
-    redis.call('lrem', Q, 0, dead[i])
-  end
-  if #dead > 0 then
-    redis.call('zremrangebyscore', D, '-inf', t)
-  end
-  local head = redis.call('lindex', Q, 0)
-  while head and not redis.call('zscore', D, head) do
-    -- in the queue without a deadline (a key evicted or edited): dead
-    redis.call('lpop', Q)
-    head = redis.call('lindex', Q, 0)
-  end
-  return head
-end
-
--- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
--- deadline if it is queued already.
-local function joinQueue(Q, D, entry, t, wait)
-  if redis.call('zadd', D, t + wait, entry) == 1 then
-    redis.call('rpush', Q, entry)
-  end
-  redis.call('pexpire', Q, wait)
-  redis.call('pexpire', D, wait)
-end
-
--- leaveQueue removes entry from queue Q and deadlines D; it reports whether it was there.
-local function leaveQueue(Q, D, entry)
-  redis.call('lrem', Q, 0, entry)
-  return redis.call('zrem', D, entry) == 1
 end
 
 -- dropLapsedRW removes from a read-write lock's hash H the holds whose lease in L ended by t
@@ -108,4 +73,32 @@ local function keepSem(H, L, Q, D, t, used, permits)
     redis.call('hset', H, '\1k', 'sem', '\1u', math.max(used, 0))
   end
   expireWith(H, L, t, floor)
+end
+
+-- grantPermits hands the permits that semaphore hash H has free at t (of permits; used are
+-- held) to the live waiters at the head of queue Q (deadlines D), in order, while the head's
+-- request fits: each is granted its hold, with a lease of its claim in leases zset L, and told
+-- so on channel C (direct handoff, see queue.lua). A head that asked for no claim is woken to
+-- take its permits itself. Returns the permits then held and the clients the messages reached.
+local function grantPermits(H, L, Q, D, C, t, used, permits)
+  local woken = 0
+  local head = purgeQueue(Q, D, t)
+  while head do
+    local id, req, claim, n = splitEntry(head)
+    n = tonumber(n)
+    if not n or used + n > permits then
+      break
+    end
+    if not req or claim == 0 then
+      return used, woken + redis.call(PUBLISH, C, '@' .. id)
+    end
+    used = used + n
+    redis.call('hset', H, id, n)
+    redis.call('zadd', L, t + claim, id)
+    redis.call('lpop', Q)
+    redis.call('zrem', D, head)
+    woken = woken + redis.call(PUBLISH, C, grantMessage(id, req, 0, claim))
+    head = purgeQueue(Q, D, t)
+  end
+  return used, woken
 end

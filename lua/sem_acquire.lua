@@ -14,16 +14,23 @@
 -- ARGV[6] n, permits this hold takes (1..permits)
 -- ARGV[7] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[8] 'wait' to join (or refresh its place in) the queue, 'try' never to join
+-- ARGV[9] claim in milliseconds: the lease of a hold a release grants this waiter (direct
+--         handoff), '0' to be woken instead. Its queue entry is hold id, request id, claim and
+--         n (see queue.lua).
 -- Only the head of the queue (or anyone, when nobody waits) takes permits, so a large request
--- is never overtaken by smaller ones; a head that takes permits while some remain wakes the
--- next ("@" + hold id). Holds whose lease ended give their permits back, and waiters whose
--- deadline passed lose their place, at the next call.
--- Returns {1, 1, 0} when acquired, {0, pttl, head} when not (pttl: until the first lease ends,
--- -2: none; head 1: the caller is next), or {-3, permits stored} when the semaphore is in use
--- with another permit count (nothing is written).
+-- is never overtaken by smaller ones; a release, or a head that takes permits while some
+-- remain, grants them on to the next waiters that fit (see grantPermits). Holds whose lease
+-- ended give their permits back, and waiters whose deadline passed lose their place, at the
+-- next call.
+-- Returns {1, 1, 0, pttl} when the hold exists (taken by this request or granted to it; pttl
+-- is what is left of its lease, which a repeat does not extend), {1, 1, 0} when acquired now,
+-- {0, pttl, head} when not (pttl: until the first lease ends, -2: none; head 1: the caller is
+-- next), or {-3, permits stored} when the semaphore is in use with another permit count
+-- (nothing is written).
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, lease, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
+local entry = id .. '\0' .. req .. '\0' .. ARGV[9] .. '\0' .. ARGV[6]
 
 local got = redis.call('hmget', H, '\1k', '\1p')
 mustBeKind(H, 'sem', got[1])
@@ -40,35 +47,30 @@ end
 local used = dropLapsedSem(H, L, t)
 local head = purgeQueue(Q, D, t)
 
-if redis.call('hexists', H, id) == 1 then
-  if mode ~= 'resolve' then
-    redis.call('zadd', L, t + lease, id)
-    keepSem(H, L, Q, D, t, used, permits)
+local ends = redis.call('zscore', L, id)
+if ends or mode == 'resolve' then
+  keepSem(H, L, Q, D, t, used, permits) -- stores the permits that lapsed holds gave back
+  if ends then
+    return {1, 1, 0, math.max(tonumber(ends) - t, 1)}
   end
-  return {1, 1, 0}
-end
-if mode == 'resolve' then
   return {0, -2, 0}
 end
 
-if (not head or head == id) and used + n <= permits then
+if (not head or head == entry) and used + n <= permits then
   used = used + n
   redis.call('hset', H, id, n)
   redis.call('zadd', L, t + lease, id)
   if head then
-    leaveQueue(Q, D, id)
-    local nxt = redis.call('lindex', Q, 0)
-    if nxt and used < permits then
-      redis.call(PUBLISH, C, '@' .. nxt)
-    end
+    leaveQueue(Q, D, entry)
+    used = grantPermits(H, L, Q, D, C, t, used, permits)
   end
   keepSem(H, L, Q, D, t, used, permits)
   return {1, 1, 0}
 end
 
 if join then
-  joinQueue(Q, D, id, t, wait)
-  head = head or id
+  joinQueue(Q, D, entry, t, wait)
+  head = head or entry
 end
 keepSem(H, L, Q, D, t, used, permits)
 local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')
@@ -76,7 +78,7 @@ local pttl = -2
 if first[2] then
   pttl = math.max(tonumber(first[2]) - t, 1)
 end
-if head == id then
+if head == entry then
   return {0, pttl, 1}
 end
 return {0, pttl, 0}

@@ -1,27 +1,26 @@
--- sem_forcerelease.lua: delete every hold of a semaphore, whoever holds it, and wake the
--- queue's first live waiter. Waiters keep their places; the hash stays (with its expiry) while
--- any wait, so their permit count is still checked.
+-- sem_forcerelease.lua: delete every hold of a semaphore, whoever holds it, and grant the
+-- permits to the waiters first in line (see grantPermits). Waiters keep their places; the hash
+-- stays (with its expiry) while any wait, so their permit count is still checked.
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] queue, KEYS[4] deadlines, KEYS[5] channel (as in
 --         sem_acquire.lua)
 -- Returns 1 when a hold was live, 0 when not. Raises WRONGTYPE, changing nothing, when a key
 -- has another type or holds another kind of lock.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-mustBeKind(H, 'sem', redis.call('hget', H, '\1k'))
+local got = redis.call('hmget', H, '\1k', '\1p')
+mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)
 local t = now()
 local held = redis.call('zcount', L, '(' .. t, '+inf') > 0
-local head = purgeQueue(Q, D, t)
-if not head then
-  redis.call('del', H, L, Q, D)
-else
-  for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
-    redis.call('hdel', H, id)
-  end
-  redis.call('del', L)
-  redis.call('hset', H, '\1u', 0)
-  redis.call(PUBLISH, C, '@' .. head)
+for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
+  redis.call('hdel', H, id)
 end
+redis.call('del', L)
+local used = 0
+if got[2] then
+  used = grantPermits(H, L, Q, D, C, t, 0, tonumber(got[2]))
+end
+keepSem(H, L, Q, D, t, used)
 if held then
   return 1
 end

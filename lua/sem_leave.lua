@@ -1,19 +1,29 @@
--- sem_leave.lua: remove a waiter that gives up from a semaphore's queue, and wake the new head.
+-- sem_leave.lua: remove a waiter that gives up from a semaphore's queue, give back a hold a
+-- release granted it that it never learned of, and grant the permits free to the waiters next
+-- in line (see grantPermits).
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] queue, KEYS[4] deadlines, KEYS[5] channel (as in
 --         sem_acquire.lua)
--- ARGV[1] hold id of the waiter
--- Returns 1 when it was queued, 0 when not. Idempotent.
+-- ARGV[1] hold id of the waiter, ARGV[2] its claim, ARGV[3] its permits (they make its entry)
+-- Returns 1 when it was queued or granted, 0 when not. Idempotent.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-mustBeKind(H, 'sem', redis.call('hget', H, '\1k'))
+local id = ARGV[1]
+local got = redis.call('hmget', H, '\1k', '\1p', id)
+mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
-if not leaveQueue(Q, D, ARGV[1]) then
+redis.call('zcard', D)
+local removed = leaveQueue(Q, D, id .. '\0' .. id .. '\0' .. ARGV[2] .. '\0' .. ARGV[3])
+if not removed and not got[3] then
   return 0
 end
 local t = now()
-local head = purgeQueue(Q, D, t)
-if head then
-  redis.call(PUBLISH, C, '@' .. head)
-elseif redis.call('zcount', L, '(' .. t, '+inf') == 0 then
-  redis.call('del', H, L, Q, D)
+local used = dropLapsedSem(H, L, t)
+if got[3] and redis.call('hexists', H, id) == 1 then
+  used = used - tonumber(got[3])
+  redis.call('hdel', H, id)
+  redis.call('zrem', L, id)
 end
+if got[2] then
+  used = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
+end
+keepSem(H, L, Q, D, t, used)
 return 1

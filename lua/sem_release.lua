@@ -1,4 +1,5 @@
--- sem_release.lua: give back the permits of one semaphore hold, once, and wake the queue's head.
+-- sem_release.lua: give back the permits of one semaphore hold, once, and grant them on to the
+-- waiters at the head of the queue (see grantPermits).
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] queue, KEYS[4] deadlines, KEYS[5] channel (as in
 --         sem_acquire.lua)
 -- ARGV[1] hold id
@@ -6,22 +7,23 @@
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-mustBeKind(H, 'sem', redis.call('hget', H, '\1k'))
+local got = redis.call('hmget', H, '\1k', '\1p')
+mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 local t = now()
 local used = dropLapsedSem(H, L, t)
 local n = redis.call('hget', H, id)
+local woken = 0
 if n then
   used = used - tonumber(n)
   redis.call('hdel', H, id)
   redis.call('zrem', L, id)
 end
-local head = purgeQueue(Q, D, t)
+if got[2] then
+  used, woken = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
+end
 keepSem(H, L, Q, D, t, used)
 if not n then
   return {-1, 0}
 end
-if head then
-  return {0, redis.call(PUBLISH, C, '@' .. head)}
-end
-return {0, 0}
+return {0, woken}

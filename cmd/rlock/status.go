@@ -220,9 +220,12 @@ func readState(rc rueidis.Client, prefix, name string) (lockState, error) {
 	}
 	for _, entry := range queue {
 		d, ok := deadline[entry]
-		w := waiter{owner: entry, left: d, ok: ok}
+		// An entry is the waiter's address, then (NUL-separated) its request and what a grant
+		// gives it (see the README's "Keys").
+		addr, _, _ := strings.Cut(entry, "\x00")
+		w := waiter{owner: addr, left: d, ok: ok}
 		if st.kind == lockRW {
-			if mode, owner, ok := strings.Cut(entry, ":"); ok && (mode == "r" || mode == "w") {
+			if mode, owner, ok := strings.Cut(addr, ":"); ok && (mode == "r" || mode == "w") {
 				w.owner, w.mode = owner, map[string]string{"r": "read", "w": "write"}[mode]
 			}
 		}

@@ -1,0 +1,304 @@
+package rlock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Direct handoff (issue 11): a release of a queued kind (fair Mutex, Semaphore) grants the lock
+// to the queue's head and says so in the wake-up, so the head returns without another round
+// trip. These tests check that it does, and that it stays as safe and as live as waking:
+// a grant's claim bounds what a waiter that is gone costs, a waiter that gives up gives its
+// grant back, a grant nobody heard of is found by the waiter's next poll, and fixed leases and
+// fencing tokens stay exact.
+
+// handoffKind is one queued kind as these tests use it: take and give back one hold of the lock
+// called name.
+type handoffKind struct {
+	name    string
+	script  string // its acquire script, for matchScript
+	acquire func(c *rlock.Client, name string, opts ...rlock.MutexOption) (take func(ctx context.Context) (context.Context, error), release func(ctx context.Context) error)
+}
+
+var handoffKinds = []handoffKind{
+	{"fair", "fair_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
+		m := c.NewFairMutex(name, opts...)
+		return m.Lock, m.Unlock
+	}},
+	{"semaphore", "sem_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
+		s := c.NewSemaphore(name, 1, opts...)
+		return func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1) }, s.Release
+	}},
+}
+
+// countScripts makes p count the requests that run script on key (it never fires).
+func countScripts(p *faultProxy, script, key string) *atomic.Int64 {
+	var n atomic.Int64
+	match := matchScript(script, key)
+	p.DropRequest(func(cmd []string) bool {
+		if match(cmd) {
+			n.Add(1)
+		}
+		return false
+	})
+	return &n
+}
+
+// handoffOpts are the client options of these tests: a claim (FairWaitTimeout) of 1s, below
+// the watchdog lease of 3s, so a grant's lease is visibly the claim until it is extended.
+var handoffOpts = rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: time.Second}
+
+func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
+	for _, k := range handoffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			p := newFaultProxy(t, e.addr)
+			attempts := countScripts(p, k.script, e.lockKey("h"))
+			holder := e.client(handoffOpts)
+			waiter := e.through(p).client(handoffOpts)
+			take, release := k.acquire(holder, "h")
+			wtake, wrelease := k.acquire(waiter, "h")
+			ctx := context.Background()
+
+			h, err := take(ctx)
+			require.NoError(t, err)
+			got := make(chan context.Context, 1)
+			go func() {
+				wh, err := wtake(ctx)
+				assert.NoError(t, err)
+				got <- wh
+			}()
+			// The first attempt queues the waiter; its subscription's confirmation may wake it for
+			// one more (a release may have come before it subscribed). Then it sleeps.
+			require.Eventually(t, func() bool { return attempts.Load() >= 1 }, 5*time.Second, time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
+			before := attempts.Load()
+			require.NoError(t, release(h))
+			var wh context.Context
+			select {
+			case wh = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter was not handed the lock")
+			}
+			assert.Equal(t, before, attempts.Load(), "the waiter returned on the grant, without another attempt")
+
+			// The grant's lease is the claim; the holder extends it to the watchdog lease off the
+			// critical path, long before the claim runs out.
+			pttl, err := e.do("PTTL", e.lockKey("h")).AsInt64()
+			require.NoError(t, err)
+			if k.name == "fair" {
+				assert.LessOrEqual(t, pttl, int64(1000), "the grant's lease is the claim")
+				require.Eventually(t, func() bool {
+					pttl, _ := e.do("PTTL", e.lockKey("h")).AsInt64()
+					return pttl > 1500
+				}, 2*time.Second, 5*time.Millisecond, "the claim was extended to the lease")
+			} else {
+				leaseLeft := func() int64 {
+					ids, err := e.do("ZRANGE", e.lockKey("h")+":leases", "0", "0").AsStrSlice()
+					require.NoError(t, err)
+					require.Len(t, ids, 1)
+					end, err := e.do("ZSCORE", e.lockKey("h")+":leases", ids[0]).AsInt64()
+					require.NoError(t, err)
+					now, err := e.do("TIME").AsStrSlice()
+					require.NoError(t, err)
+					return end - (parseMs(now[0])*1000 + parseMs(now[1])/1000)
+				}
+				assert.LessOrEqual(t, leaseLeft(), int64(1000), "the grant's lease is the claim")
+				require.Eventually(t, func() bool { return leaseLeft() > 1500 }, 2*time.Second, 5*time.Millisecond,
+					"the claim was extended to the lease")
+			}
+			time.Sleep(1200 * time.Millisecond) // past the claim
+			require.NoError(t, wh.Err(), "the hold outlives its claim")
+			require.NoError(t, wrelease(wh))
+		})
+	}
+}
+
+// TestHandoff_giveUpGivesGrantBack: a waiter that polls rarely (Spin 10s) and so has not heard
+// of its grant gives up; the grant goes back and on to the next waiter at once, not when the
+// claim runs out.
+func TestHandoff_giveUpGivesGrantBack(t *testing.T) {
+	for _, k := range handoffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.client(handoffOpts)
+			take, release := k.acquire(c, "g")
+			deaf, _ := k.acquire(c, "g", rlock.WithWait(rlock.Spin(10*time.Second)))
+			ctx := context.Background()
+			h, err := take(ctx)
+			require.NoError(t, err)
+
+			dctx, cancel := context.WithCancel(ctx)
+			deafDone := make(chan error, 1)
+			go func() {
+				_, err := deaf(dctx)
+				deafDone <- err
+			}()
+			e.awaitQueue("g", 1)
+			next := make(chan context.Context, 1)
+			go func() {
+				nh, err := take(ctx)
+				assert.NoError(t, err)
+				next <- nh
+			}()
+			e.awaitQueue("g", 2)
+			require.NoError(t, release(h)) // grants it to the deaf waiter
+			time.Sleep(50 * time.Millisecond)
+			start := time.Now()
+			cancel()
+			require.Error(t, <-deafDone)
+			select {
+			case nh := <-next:
+				assert.Less(t, time.Since(start), 500*time.Millisecond, "the grant came back, not at the claim's end")
+				require.NoError(t, release(nh))
+			case <-time.After(5 * time.Second):
+				t.Fatal("the next waiter never got the lock")
+			}
+		})
+	}
+}
+
+// TestHandoff_grantFoundByPoll: a waiter that hears no messages (Spin) finds its grant at its
+// next poll, with the grant's lease, which the watchdog then extends.
+func TestHandoff_grantFoundByPoll(t *testing.T) {
+	for _, k := range handoffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.client(handoffOpts)
+			take, release := k.acquire(c, "p")
+			poll, _ := k.acquire(c, "p", rlock.WithWait(rlock.Spin(100*time.Millisecond)))
+			ctx := context.Background()
+			h, err := take(ctx)
+			require.NoError(t, err)
+			got := make(chan context.Context, 1)
+			go func() {
+				ph, err := poll(ctx)
+				assert.NoError(t, err)
+				got <- ph
+			}()
+			e.awaitQueue("p", 1)
+			require.NoError(t, release(h))
+			select {
+			case ph := <-got:
+				time.Sleep(1200 * time.Millisecond) // past the claim: renewed meanwhile
+				require.NoError(t, ph.Err())
+				require.NoError(t, release(ph))
+			case <-time.After(3 * time.Second):
+				t.Fatal("the polling waiter never found its grant")
+			}
+		})
+	}
+}
+
+// TestHandoff_goneGranteeCostsAtMostTheClaim: the head waiter's connection is cut for good
+// after it queued (a partitioned process): it is granted the lock and never hears of it. The
+// next waiter gets the lock when the claim (FairWaitTimeout) runs out, not later.
+func TestHandoff_goneGranteeCostsAtMostTheClaim(t *testing.T) {
+	for _, k := range handoffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.dirty = true // the gone waiter's subscription and entry may outlive the test briefly
+			p := newFaultProxy(t, e.addr)
+			c := e.client(handoffOpts)
+			gone := e.through(p).client(handoffOpts)
+			take, release := k.acquire(c, "d")
+			gtake, _ := k.acquire(gone, "d")
+			ctx := context.Background()
+			h, err := take(ctx)
+			require.NoError(t, err)
+			gctx, cancel := context.WithCancel(ctx)
+			goneDone := make(chan struct{})
+			go func() {
+				defer close(goneDone)
+				_, _ = gtake(gctx)
+			}()
+			e.awaitQueue("d", 1)
+			next := make(chan context.Context, 1)
+			go func() {
+				nh, err := take(ctx)
+				assert.NoError(t, err)
+				next <- nh
+			}()
+			e.awaitQueue("d", 2)
+			p.Outage(time.Hour)
+			start := time.Now()
+			require.NoError(t, release(h))
+			select {
+			case nh := <-next:
+				waited := time.Since(start)
+				t.Logf("the next waiter got the lock %v after the release", waited)
+				assert.Less(t, waited, handoffOpts.FairWaitTimeout+500*time.Millisecond)
+				require.NoError(t, release(nh))
+			case <-time.After(5 * time.Second):
+				t.Error("a grant to a gone waiter blocked the lock")
+			}
+			cancel()
+			p.Outage(0) // the line is back: the gone waiter's call ends
+			<-goneDone
+		})
+	}
+}
+
+// TestHandoff_fixedLeaseAndToken: a fair mutex with a fixed lease no longer than
+// FairWaitTimeout is granted exactly that lease, with the next fencing token; one with a
+// longer fixed lease is woken to take it itself (a second attempt), with that lease too.
+func TestHandoff_fixedLeaseAndToken(t *testing.T) {
+	for _, tc := range []struct {
+		lease    time.Duration
+		attempts int64
+	}{{800 * time.Millisecond, 1}, {2 * time.Second, 2}} {
+		t.Run(tc.lease.String(), func(t *testing.T) {
+			e := newEnv(t)
+			p := newFaultProxy(t, e.addr)
+			attempts := countScripts(p, "fair_acquire.lua", e.lockKey("f"))
+			holder := e.client(handoffOpts).NewFairMutex("f", rlock.WithFencing())
+			waiter := e.through(p).client(handoffOpts).NewFairMutex("f", rlock.WithFencing(), rlock.WithLease(tc.lease))
+			ctx := context.Background()
+			h, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			tok, _ := holder.Token(h)
+			got := make(chan context.Context, 1)
+			go func() {
+				wh, err := waiter.Lock(ctx)
+				assert.NoError(t, err)
+				got <- wh
+			}()
+			e.awaitQueue("f", 1)
+			time.Sleep(50 * time.Millisecond) // past the wake-up of its subscription's confirmation
+			before := attempts.Load()
+			released := time.Now()
+			require.NoError(t, holder.Unlock(h))
+			wh := <-got
+			require.NotNil(t, wh)
+			assert.Equal(t, tc.attempts, attempts.Load()-before+1, "attempts, the one that queued included")
+			wtok, ok := waiter.Token(wh)
+			assert.True(t, ok)
+			assert.Equal(t, tok+1, wtok, "the next fencing token")
+			pttl, err := e.do("PTTL", e.lockKey("f")).AsInt64()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, pttl, tc.lease.Milliseconds(), "the lease is the fixed lease, not more")
+			assert.Greater(t, pttl, tc.lease.Milliseconds()-200)
+			dl, ok := wh.Deadline()
+			require.True(t, ok)
+			assert.False(t, dl.After(released.Add(tc.lease+100*time.Millisecond)), "the hold context ends with the lease")
+			require.NoError(t, waiter.Unlock(wh))
+		})
+	}
+}
+
+func parseMs(s string) int64 {
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

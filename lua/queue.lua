@@ -1,0 +1,84 @@
+-- queue.lua: helpers of the kinds whose waiters queue (fair Mutex, RWMutex, Semaphore), and of
+-- direct handoff: a release grants the lock to the queue's head itself and tells it so in the
+-- wake-up, so the head returns without another round trip.
+
+-- purgeQueue removes the waiters of queue Q whose deadline in zset D passed by t, and returns
+-- the head that remains (or false).
+local function purgeQueue(Q, D, t)
+  local dead = redis.call('zrangebyscore', D, '-inf', t)
+  for i = 1, #dead do
+    redis.call('lrem', Q, 0, dead[i])
+  end
+  if #dead > 0 then
+    redis.call('zremrangebyscore', D, '-inf', t)
+  end
+  local head = redis.call('lindex', Q, 0)
+  while head and not redis.call('zscore', D, head) do
+    -- in the queue without a deadline (a key evicted or edited): dead
+    redis.call('lpop', Q)
+    head = redis.call('lindex', Q, 0)
+  end
+  return head
+end
+
+-- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
+-- deadline if it is queued already.
+local function joinQueue(Q, D, entry, t, wait)
+  if redis.call('zadd', D, t + wait, entry) == 1 then
+    redis.call('rpush', Q, entry)
+  end
+  redis.call('pexpire', Q, wait)
+  redis.call('pexpire', D, wait)
+end
+
+-- leaveQueue removes entry from queue Q and deadlines D; it reports whether it was there.
+local function leaveQueue(Q, D, entry)
+  redis.call('lrem', Q, 0, entry)
+  return redis.call('zrem', D, entry) == 1
+end
+
+-- A queued waiter's entry is "<address>\0<request id>\0<claim ms>\0<extra>": where its wake-up
+-- goes, the request a grant is recorded for, the lease a grant gives it (0: wake it, grant
+-- nothing), and what its kind needs to know (a fair Mutex: '1' for a fencing token; a
+-- Semaphore: its permits). An entry without NULs is an address alone (wake it only).
+local function splitEntry(e)
+  local addr, req, claim, extra = string.match(e, '^(.-)%z(.-)%z(%d+)%z(.*)$')
+  if not addr then
+    return e, nil, 0, ''
+  end
+  return addr, req, tonumber(claim), extra
+end
+
+-- grantMessage is the wake-up that tells the waiter at addr that request req was granted the
+-- lock with fencing token tok and a lease of claim ms (from the moment the script ran).
+local function grantMessage(addr, req, tok, claim)
+  return '@' .. addr .. '\0' .. req .. '\0' .. tok .. '\0' .. claim
+end
+
+-- handOver frees a fair Mutex (hash H) for the queue Q (deadlines D) at server time t: it
+-- purges dead waiters and gives the lock to the live head, with a fencing token from counter F
+-- if its entry asks for one, and a lease of its claim; a head that asked for no claim is only
+-- woken (channel C). A bad fencing counter raises an error before H is touched. Returns the
+-- clients the message reached.
+local function handOver(H, Q, D, C, F, t)
+  local head = purgeQueue(Q, D, t)
+  if not head then
+    redis.call('del', H)
+    return 0
+  end
+  local owner, req, claim, fenced = splitEntry(head)
+  if not req or claim == 0 then
+    redis.call('del', H)
+    return redis.call(PUBLISH, C, '@' .. owner)
+  end
+  if fenced == '1' and badCounter(redis.call('get', F)) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+  redis.call('del', H)
+  local tok = fence(fenced == '1' and F, true)
+  redis.call('hset', H, owner, 1, '\1g', req)
+  redis.call('pexpire', H, claim)
+  redis.call('lpop', Q)
+  redis.call('zrem', D, head)
+  return redis.call(PUBLISH, C, grantMessage(owner, req, tok, claim))
+end
