@@ -268,3 +268,26 @@ func TestFairScripts(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, 200, ttl, 50)
 }
+
+// TestSemScripts_resolveStoresLapsedPermits: an attempt that only resolves a lost request
+// drops holds whose lease ended, and must store the permits they gave back, or those permits
+// stay out for as long as the semaphore is in use.
+func TestSemScripts_resolveStoresLapsedPermits(t *testing.T) {
+	f := newFairScripts(t)
+	keys := []string{f.keys.lock, f.keys.leases, f.keys.queue, f.keys.deadlines, f.keys.channel}
+	t.Cleanup(func() { f.rc.Do(context.Background(), f.rc.B().Del().Key(keys...).Build()) })
+	acquire := func(id, mode, lease string) []int64 {
+		r, err := semAcquireScript.classic.Exec(context.Background(), f.rc, keys,
+			[]string{id, lease, id, mode, "2", "1", "5000", "wait", "0"}).AsIntSlice()
+		require.NoError(t, err)
+		return r
+	}
+	require.Equal(t, int64(1), acquire("semtestlapse", "take", "50")[0])
+	require.Equal(t, int64(1), acquire("semtestkeeps", "take", "10000")[0])
+	time.Sleep(80 * time.Millisecond) // the first hold's lease ends
+	assert.Equal(t, []int64{0, -2, 0}, acquire("semtestresol", "resolve", "10000"), "never ran")
+	used, err := f.rc.Do(context.Background(), f.rc.B().Hget().Key(f.keys.lock).Field("\x01u").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), used, "the lapsed hold's permit came back")
+	assert.Equal(t, int64(1), acquire("semtestthird", "take", "10000")[0], "so a new hold fits")
+}
