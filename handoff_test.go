@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Direct handoff (issue 11): a release of a queued kind (fair Mutex, Semaphore) grants the lock
+// Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore)
+// grants the lock
 // to the queue's head and says so in the wake-up, so the head returns without another round
 // trip. These tests check that it does, and that it stays as safe and as live as waking:
 // a grant's claim bounds what a waiter that is gone costs, a waiter that gives up gives its
@@ -30,6 +31,10 @@ var handoffKinds = []handoffKind{
 	{"fair", "fair_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
 		m := c.NewFairMutex(name, opts...)
 		return m.Lock, m.Unlock
+	}},
+	{"fair-rw", "rw_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
+		rw := c.NewFairRWMutex(name, opts...)
+		return rw.Lock, rw.Unlock
 	}},
 	{"semaphore", "sem_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
 		s := c.NewSemaphore(name, 1, opts...)
@@ -301,4 +306,58 @@ func parseMs(s string) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// TestHandoff_readerBatch: a fair RWMutex's write release grants the lock to every reader
+// ahead of the first queued writer at once, each told in its own message (no reader makes
+// another attempt), and the writer behind them is granted it when the last of them releases.
+func TestHandoff_readerBatch(t *testing.T) {
+	e := newEnv(t)
+	p := newFaultProxy(t, e.addr)
+	attempts := countScripts(p, "rw_acquire.lua", e.lockKey("b"))
+	holder := e.client(handoffOpts).NewFairRWMutex("b")
+	readers := e.through(p).client(handoffOpts).NewFairRWMutex("b")
+	ctx := context.Background()
+	h, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	const n = 3
+	got := make(chan context.Context, n)
+	for range n {
+		go func() {
+			rh, err := readers.RLock(ctx)
+			assert.NoError(t, err)
+			got <- rh
+		}()
+	}
+	e.awaitQueue("b", n)
+	writer := make(chan context.Context, 1)
+	go func() {
+		wh, err := holder.Lock(context.Background())
+		assert.NoError(t, err)
+		writer <- wh
+	}()
+	e.awaitQueue("b", n+1)
+	time.Sleep(50 * time.Millisecond)
+	before := attempts.Load()
+	require.NoError(t, holder.Unlock(h))
+	var held []context.Context
+	for range n {
+		select {
+		case rh := <-got:
+			held = append(held, rh)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a reader was not granted the lock")
+		}
+	}
+	assert.Equal(t, before, attempts.Load(), "every reader returned on its grant")
+	e.awaitQueue("b", 1) // the writer waits behind them
+	for _, rh := range held {
+		require.NoError(t, readers.RUnlock(rh))
+	}
+	select {
+	case wh := <-writer:
+		require.NoError(t, holder.Unlock(wh))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer was not granted the lock after the readers")
+	}
 }

@@ -22,8 +22,9 @@ type RWMutex struct{ lock }
 type rwKind struct {
 	fair        bool
 	acquireKeys []string // the hash, leases, waiting writers, queue, deadlines, fencing counter
-	releaseKeys []string // the same five, then the channel (also rw_leave.lua's)
+	releaseKeys []string // the same five, the channel and the fencing counter (also rw_leave.lua's)
 	renewKeys   []string // the hash and the leases
+	forceKeys   []string // the hash, leases, queue, deadlines, channel and fencing counter
 }
 
 func newRWKind(fair bool) func(lk *lock) kind {
@@ -32,8 +33,9 @@ func newRWKind(fair bool) func(lk *lock) kind {
 		five := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines}
 		return rwKind{fair: fair,
 			acquireKeys: append(five[:5:5], k.fence),
-			releaseKeys: append(five[:5:5], k.channel),
-			renewKeys:   five[:2:2]}
+			releaseKeys: append(five[:5:5], k.channel, k.fence),
+			renewKeys:   five[:2:2],
+			forceKeys:   []string{k.lock, k.leases, k.queue, k.deadlines, k.channel, k.fence}}
 	}
 }
 
@@ -72,11 +74,12 @@ func (k rwKind) arg() string {
 
 func (k rwKind) style(a access) waitStyle {
 	switch {
-	case a == shared:
-		// Readers wake together; a fair one holds its place in the queue.
-		return waitStyle{wake: wakeReaders, queued: k.fair}
 	case k.fair:
-		return waitStyle{wake: wakeAddressed, queued: true, prefix: "w:"}
+		// Queued, and granted the lock by the release that lets them in (direct handoff).
+		return waitStyle{wake: wakeAddressed, queued: true, prefix: rwAccessArg[a] + ":"}
+	case a == shared:
+		// Readers wake together.
+		return waitStyle{wake: wakeReaders}
 	}
 	// A waiting writer is queued: it holds back new readers while it refreshes its place.
 	return waitStyle{wake: wakeOne, queued: true}
@@ -93,7 +96,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 	}
 	reply, err := lk.c.eval(ctx, r, rwAcquireScript, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
-			join, k.arg()}).AsIntSlice()
+			join, k.arg(), lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -118,7 +121,7 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p
 
 func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
 	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{r.owner, rwAccessArg[r.access], k.arg()}).Error()
+		[]string{r.owner, rwAccessArg[r.access], k.arg(), r.id, lk.claimMs, fencingArg(lk)}).Error()
 }
 
 func (k rwKind) renewal() (luaScript, []string) { return rwRenewScript, k.renewKeys }
@@ -178,8 +181,8 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // in other processes learn it at their next renewal. A key of another type is an error
 // wrapping [ErrInvalid], and nothing is deleted.
 func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
-	return rw.forceUnlock(ctx, rwForceUnlockScript,
-		[]string{rw.keys.lock, rw.keys.leases, rw.keys.queue, rw.keys.channel}, []string{rw.kind.(rwKind).arg()})
+	k := rw.kind.(rwKind)
+	return rw.forceUnlock(ctx, rwForceUnlockScript, k.forceKeys, []string{k.arg()})
 }
 
 // inspect reads {writer held, reader owners, read holds of owner, write holds of owner}.

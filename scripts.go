@@ -111,7 +111,7 @@ var (
 	rwLeaveScript       = leasedScript("rw_leave.lua")
 	rwRenewScript       = leasedScript("rw_renew.lua")
 	rwInspectScript     = script("rw_inspect.lua", false)
-	rwForceUnlockScript = script("rw_forceunlock.lua", false)
+	rwForceUnlockScript = leasedScript("rw_forceunlock.lua")
 )
 
 // Scripts of Semaphore (semaphore.go).

@@ -36,7 +36,7 @@ end
 -- (and the writer, if its write hold was one of them).
 local function dropLapsedRW(H, L, t)
   for _, m in ipairs(lapsed(L, t)) do
-    redis.call('hdel', H, m)
+    redis.call('hdel', H, m, '\1g' .. m)
     if string.sub(m, 1, 2) == 'w:' then
       redis.call('hdel', H, '\1w')
     end
@@ -101,4 +101,54 @@ local function grantPermits(H, L, Q, D, C, t, used, permits)
     head = purgeQueue(Q, D, t)
   end
   return used, woken
+end
+
+-- grantRW lets the head of a fair read-write lock's queue Q (deadlines D) in, if the holders of
+-- hash H (leases L) at t allow it: a writer head when nobody holds, the readers ahead of the
+-- first queued writer when no writer holds. Each is granted its hold, with a lease of its
+-- claim (never shortening one it has) and "\1g<r|w>:<owner>" naming the granted request, and
+-- told so on channel C (direct handoff, see queue.lua); a writer takes a fencing token from
+-- counter F if its entry asks for one (the caller checked F), a reader the counter as it is.
+-- An entry that asked for no claim is woken to take the lock itself. Returns the clients the
+-- messages reached.
+local function grantRW(H, L, Q, D, C, F, t)
+  local head = purgeQueue(Q, D, t)
+  if not head or redis.call('hget', H, '\1w') then
+    return 0
+  end
+  local function give(e, field, req, claim, tok)
+    redis.call('hincrby', H, field, 1)
+    redis.call('hset', H, '\1g' .. field, req, '\1k', 'rw')
+    redis.call('zadd', L, 'GT', t + claim, field)
+    redis.call('lrem', Q, 1, e)
+    redis.call('zrem', D, e)
+    return redis.call(PUBLISH, C, grantMessage(field, req, tok, claim))
+  end
+  if string.sub(head, 1, 2) == 'w:' then
+    if redis.call('zcount', L, '(' .. t, '+inf') > 0 then
+      return 0
+    end
+    local field, req, claim, fenced = splitEntry(head)
+    if not req or claim == 0 then
+      return redis.call(PUBLISH, C, '@' .. field)
+    end
+    redis.call('hset', H, '\1w', string.sub(field, 3))
+    local woken = give(head, field, req, claim, fence(fenced == '1' and F, true))
+    expireWith(H, L, t, 0)
+    return woken
+  end
+  local woken = 0
+  for _, e in ipairs(redis.call('lrange', Q, 0, -1)) do
+    if string.sub(e, 1, 2) == 'w:' then
+      break
+    end
+    local field, req, claim, fenced = splitEntry(e)
+    if not req or claim == 0 then
+      woken = woken + redis.call(PUBLISH, C, '@' .. field)
+    else
+      woken = woken + give(e, field, req, claim, fence(fenced == '1' and F, false))
+    end
+  end
+  expireWith(H, L, t, 0)
+  return woken
 end

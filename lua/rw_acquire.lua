@@ -18,8 +18,13 @@
 -- ARGV[7] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[8] 'wait' to wait (join or refresh the waiting writers or the queue), 'try' not to
 -- ARGV[9] 'fair' for arrival order with reader batches, 'plain' for writer preference
+-- ARGV[10] fair: claim in milliseconds, the lease of a hold a release grants this waiter
+--         (direct handoff), '0' to be woken instead. Its queue entry is "<r|w>:<owner>", request
+--         id, claim and ARGV[6] (see queue.lua); a granted hold is recorded as
+--         "\1g<r|w>:<owner>" = request id, and this request's next attempt finds it there.
 -- Returns {1, hold count, token} when acquired or re-entered (a read hold's token is the
--- counter as it is: the last writer's token), {0, pttl, next} when not: pttl bounds the wait
+-- counter as it is: the last writer's token), {1, hold count, token, pttl} when a release
+-- granted it to this request (pttl: what is left of the hold's lease, not extended), {0, pttl, next} when not: pttl bounds the wait
 -- (the holders' latest lease end, or until the first waiting writer's place runs out while
 -- only waiters are ahead; -2: free but another waiter is ahead), next is 1 when the caller is among those who go next; or {-1}
 -- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
@@ -30,6 +35,7 @@ local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4
 local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
+local entry = field .. '\0' .. req .. '\0' .. (ARGV[10] or '0') .. '\0' .. ARGV[6]
 
 mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)
@@ -54,6 +60,11 @@ local function hold(count, new)
   return {1, count, tok}
 end
 
+local granted = redis.call('hmget', H, '\1g' .. field, field)
+if granted[1] == req and granted[2] then
+  local ends = redis.call('zscore', L, field)
+  return {1, tonumber(granted[2]), fence(counter, false), math.max(tonumber(ends or '0') - t, 1)}
+end
 local n = replayed(H, field, owner, req)
 if n then
   if mode == 'resolve' then
@@ -70,6 +81,9 @@ if mine[2] or (acc == 'r' and mine[1]) then
   -- Re-entry, or the writer taking a read hold: never waits.
   local count = redis.call('hincrby', H, field, 1)
   record(H, owner, req, count)
+  if fair and redis.call('zscore', D, entry) then
+    leaveQueue(Q, D, entry) -- queued before the owner took it elsewhere
+  end
   return hold(count, false)
 end
 if acc == 'w' and mine[1] then
@@ -142,7 +156,7 @@ local head = purgeQueue(Q, D, t)
 local entries = redis.call('lrange', Q, 0, -1)
 local pos, firstWriter = nil, nil
 for i, e in ipairs(entries) do
-  if not pos and e == field then
+  if not pos and e == entry then
     pos = i
   end
   if not firstWriter and string.sub(e, 1, 2) == 'w:' then
@@ -156,7 +170,7 @@ if acc == 'r' then
   next = (pos and (not firstWriter or pos < firstWriter)) or (not pos and not firstWriter)
   if next and not writer then
     if pos then
-      leaveQueue(Q, D, field)
+      leaveQueue(Q, D, entry)
     end
     return take(false)
   end
@@ -164,13 +178,13 @@ else
   next = (pos == 1) or (not pos and #entries == 0)
   if next and holders == 0 then
     if pos then
-      leaveQueue(Q, D, field)
+      leaveQueue(Q, D, entry)
     end
     return take(true)
   end
 end
 if join then
-  joinQueue(Q, D, field, t, wait)
+  joinQueue(Q, D, entry, t, wait)
   if not pos then
     if acc == 'r' then
       next = not firstWriter

@@ -1,14 +1,18 @@
 -- rw_leave.lua: remove a waiter that gives up (cancelled, timed out, client closed) from a
--- read-write lock's waiting writers (plain) or queue (fair), waking those it held back.
+-- read-write lock's waiting writers (plain) or queue (fair), letting in those it held back; a
+-- fair waiter also gives back a hold a release granted it that it never learned of.
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] waiting writers, KEYS[4] queue, KEYS[5] deadlines (as
 --         in rw_acquire.lua)
--- KEYS[6] channel
+-- KEYS[6] channel, KEYS[7] fencing counter
 -- ARGV[1] owner id
 -- ARGV[2] 'r' or 'w'
 -- ARGV[3] 'fair' or 'plain'
--- Returns 1 when the waiter was there, 0 when not. Idempotent.
-local H, L, W, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local owner, acc, fair = ARGV[1], ARGV[2], ARGV[3] == 'fair'
+-- ARGV[4] request id of the waiting call, ARGV[5] its claim, ARGV[6] its fencing flag (fair:
+--         they make its queue entry, see rw_acquire.lua)
+-- Returns 1 when the waiter was there (or granted), 0 when not. Idempotent.
+local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local owner, acc, fair, req = ARGV[1], ARGV[2], ARGV[3] == 'fair', ARGV[4]
+local field = acc .. ':' .. owner
 mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 
 if not fair then
@@ -22,17 +26,30 @@ if not fair then
 end
 
 redis.call('llen', Q)
+redis.call('zcard', D)
+if badCounter(redis.call('get', F)) then
+  return redis.error_reply('ERR fencing counter is not an integer or out of range')
+end
 local t = now()
-local wasHead = redis.call('lindex', Q, 0) == acc .. ':' .. owner
-if not leaveQueue(Q, D, acc .. ':' .. owner) then
-  return 0
-end
-local head = purgeQueue(Q, D, t)
-if head and not redis.call('hget', H, '\1w') then
-  if string.sub(head, 1, 2) == 'r:' then
-    redis.call(PUBLISH, C, '*')
-  elseif wasHead and redis.call('zcount', L, '(' .. t, '+inf') == 0 then
-    redis.call(PUBLISH, C, '@' .. head)
+dropLapsedRW(H, L, t)
+local removed = leaveQueue(Q, D, field .. '\0' .. req .. '\0' .. ARGV[5] .. '\0' .. ARGV[6])
+local granted = redis.call('hmget', H, '\1g' .. field, field)
+if granted[1] == req and granted[2] then
+  redis.call('hdel', H, '\1g' .. field)
+  if tonumber(granted[2]) > 1 then
+    redis.call('hincrby', H, field, -1) -- re-entered meanwhile by the owner elsewhere
+    return 1
   end
+  redis.call('hdel', H, field)
+  redis.call('zrem', L, field)
+  if acc == 'w' then
+    redis.call('hdel', H, '\1w')
+  end
+  expireWith(H, L, t, 0)
+  removed = true
 end
-return 1
+if removed then
+  grantRW(H, L, Q, D, C, F, t)
+  return 1
+end
+return 0

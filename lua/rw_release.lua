@@ -2,7 +2,7 @@
 -- releases twice.
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] waiting writers, KEYS[4] queue, KEYS[5] deadlines (as
 --         in rw_acquire.lua)
--- KEYS[6] channel
+-- KEYS[6] channel, KEYS[7] fencing counter (fair: for the grants it makes)
 -- ARGV[1] owner id
 -- ARGV[2] request id of this release (see lib.lua)
 -- ARGV[3] 'r' or 'w'
@@ -12,11 +12,11 @@
 -- deletes the hash and the leases.
 -- Wake-ups: plain: a writer's release publishes "*" (every waiting reader, and one other
 -- waiter, of each client); the last holder's release publishes "0" (one waiter of each
--- client: a writer). Fair: when the lock frees up for the queue's head, a writer head gets
--- "@w:<owner>" and a reader head "*".
+-- client: a writer). Fair: when the lock frees up for the queue's head, it is granted to the
+-- head (see grantRW).
 -- Returns {remaining holds of that kind, clients woken, remaining holds of both kinds}; -1 as
 -- the first element: the owner held none of that kind (nothing is written but lapsed holds).
-local H, L, W, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
 
@@ -25,6 +25,9 @@ redis.call('zcard', L)
 if fair then
   redis.call('llen', Q)
   redis.call('zcard', D)
+  if badCounter(redis.call('get', F)) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
 end
 
 local t = now()
@@ -49,7 +52,7 @@ if tonumber(held[1]) > 1 then
   return {count, 0, total()}
 end
 
-redis.call('hdel', H, field)
+redis.call('hdel', H, field, '\1g' .. field)
 redis.call('zrem', L, field)
 if acc == 'w' then
   redis.call('hdel', H, '\1w')
@@ -73,11 +76,6 @@ if not fair then
   return {0, woken, left}
 end
 if acc == 'w' or holders == 0 then
-  local head = purgeQueue(Q, D, t)
-  if head and string.sub(head, 1, 2) == 'r:' then
-    woken = redis.call(PUBLISH, C, '*')
-  elseif head and holders == 0 then
-    woken = redis.call(PUBLISH, C, '@' .. head)
-  end
+  woken = grantRW(H, L, Q, D, C, F, t)
 end
 return {0, woken, left}
