@@ -39,7 +39,10 @@ type Options struct {
 	// SyncReplicas, if above 0, makes every new hold (of any kind or mode; not a re-entry)
 	// count only once that many replicas have acknowledged it (WAIT, on the connection that
 	// took it); otherwise the hold is given back and the call returns an error wrapping
-	// [ErrNotReplicated]. Releases and re-entries are not waited for. Default 0: don't wait.
+	// [ErrNotReplicated]. Watchdog renewals count only once acknowledged too (one connection and
+	// WAIT per hash slot per period): a hold whose lease reached too few replicas ends at its
+	// local lease end with [ErrLockLost], as if the renewals had failed. Releases and re-entries
+	// are not waited for. Default 0: don't wait.
 	SyncReplicas int
 	// SyncTimeout is how long a new hold waits for SyncReplicas acknowledgements; default 1s.
 	SyncTimeout time.Duration

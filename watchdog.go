@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -208,12 +209,11 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	var missing []renewal // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
 	ok := true
 	for i, r := range chunks {
-		renewed, err := results[i].AsIntSlice()
-		if re, isRedis := rueidis.IsRedisErr(err); isRedis && re.IsNoScript() {
+		if re, isRedis := rueidis.IsRedisErr(results[i].err); isRedis && re.IsNoScript() {
 			missing = append(missing, r)
 			continue
 		}
-		ok = c.renewed(r.holds, sent, renewed, err) && ok
+		ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
 	}
 	if len(missing) > 0 {
 		// Load each missing script on every node once, then send those chunks again.
@@ -229,21 +229,68 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 		sent = time.Now()
 		results = c.renewMulti(ctx, missing)
 		for i, r := range missing {
-			renewed, err := results[i].AsIntSlice()
-			ok = c.renewed(r.holds, sent, renewed, err) && ok
+			ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
 		}
 	}
 	return ok
 }
 
-// renewMulti sends the renewal scripts of chunks in one pipeline (EVALSHA).
-func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []rueidis.RedisResult {
+// renewReply is the outcome of one renewal script: per hold, 1 if renewed.
+type renewReply struct {
+	renewed []int64
+	err     error
+}
+
+// renewMulti sends the renewal scripts of chunks in one pipeline (EVALSHA). With
+// Options.SyncReplicas, the scripts of each slot go out on a connection of their own followed
+// by WAIT, and a renewal that too few replicas acknowledged fails (with ErrNotReplicated): a
+// lease extended only on a primary that may be about to lose it does not count, so the hold
+// ends at its local end unless a later renewal reaches the replicas.
+func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply {
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
 		keys, args := r.args(c)
 		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.on(c).sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
-	return c.rc.DoMulti(ctx, cmds...)
+	out := make([]renewReply, len(chunks))
+	if c.opts.SyncReplicas == 0 {
+		for i, res := range c.rc.DoMulti(ctx, cmds...) {
+			out[i].renewed, out[i].err = res.AsIntSlice()
+		}
+		return out
+	}
+	// Redis counts acknowledgements per connection, and a rueidis dedicated connection on a
+	// cluster serves one slot: one connection per slot (one in all, off a cluster).
+	bySlot := make(map[uint16][]int)
+	for i, r := range chunks {
+		s := c.slotOf(r.holds[0].key)
+		bySlot[s] = append(bySlot[s], i)
+	}
+	for _, idx := range bySlot {
+		group := make(rueidis.Commands, 0, len(idx)+1)
+		for _, i := range idx {
+			group = append(group, cmds[i])
+		}
+		group = append(group, c.rc.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
+			Timeout(c.opts.SyncTimeout.Milliseconds()).Build())
+		_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
+			res := d.DoMulti(ctx, group...)
+			acked, werr := res[len(idx)].AsInt64()
+			for j, i := range idx {
+				out[i].renewed, out[i].err = res[j].AsIntSlice()
+				switch {
+				case out[i].err != nil:
+				case werr != nil:
+					out[i].err = fmt.Errorf("%w: WAIT after the renewal failed: %w", ErrNotReplicated, werr)
+				case acked < int64(c.opts.SyncReplicas):
+					out[i].err = fmt.Errorf("%w: %d of %d replicas acknowledged the renewal within %v",
+						ErrNotReplicated, acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
+				}
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // renewal is one renewal script: holds of one kind and slot.
