@@ -6,7 +6,7 @@ BENCHFLAGS ?=
 TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
 
-.PHONY: test vet bench bench-quick gobench chaos
+.PHONY: test vet bench bench-quick bench-cluster gobench chaos
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -41,3 +41,9 @@ bench:
 
 bench-quick:
 	$(MAKE) --no-print-directory bench BENCHFLAGS=-quick
+
+# The benchmark on a throwaway 3 master + 3 replica Redis Cluster that it starts and stops
+# (scripts/with-cluster.sh); BENCHFLAGS as for bench, e.g. BENCHFLAGS=-quick.
+bench-cluster:
+	scripts/ensure-redis.sh
+	cd bench && $(GO) run . -topology cluster $(BENCHFLAGS)

@@ -110,10 +110,14 @@ func writeChart(path string, res *Results) error {
 	return f.Close()
 }
 
-// chartTitle names the run: Redis version, machine, Go version and date.
+// chartTitle names the run: Redis version and topology, machine, Go version and date.
 func chartTitle(res *Results) string {
 	m := res.Meta
-	t := fmt.Sprintf("rlock benchmark: Redis %s, %s, %d CPUs, %s, %s", m.RedisVersion, m.OSArch, m.CPUs,
+	redis := m.RedisVersion
+	if m.Topology == topoCluster {
+		redis += " cluster"
+	}
+	t := fmt.Sprintf("rlock benchmark: Redis %s, %s, %d CPUs, %s, %s", redis, m.OSArch, m.CPUs,
 		m.GoVersion, m.Started.Format("2006-01-02"))
 	if m.Quick {
 		t += " (-quick: rough figures)"
@@ -137,7 +141,7 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	var vals plotter.Values
 	if s != nil {
 		for _, r := range s.Rows {
-			if !pn.references && slices.Contains([]string{"ping", "baseline", floorSpec.ID}, r.Contender) {
+			if !pn.references && slices.Contains([]string{"ping", "baseline", floorSpec.ID, floorShardedSpec.ID}, r.Contender) {
 				continue
 			}
 			v := r.value(pn.key)

@@ -40,7 +40,8 @@ type Hold struct {
 
 // contenderConfig is what every contender is built from.
 type contenderConfig struct {
-	Addr      string
+	Addrs     []string // the server, or every node of a cluster
+	Cluster   bool
 	KeyPrefix string // every key of this contender starts with it
 	// Renewal asks for a short automatic lease (scenario 6): the lease is
 	// renewal*3 and it is renewed every renewal period.
@@ -58,7 +59,9 @@ type contenderSpec struct {
 	Renews bool
 	// Only, if set, lists the scenarios (by id) the contender runs in; it has no row in the others.
 	Only []string
-	New  func(cfg contenderConfig) (Contender, error)
+	// MinRedis, if set, is the least Redis major version the contender runs on.
+	MinRedis int
+	New      func(cfg contenderConfig) (Contender, error)
 	// NewRW and NewSem build the contenders of the read-heavy and semaphore scenarios
 	// (contender_kinds.go), which have no New.
 	NewRW  func(cfg contenderConfig) (RWContender, error)
@@ -97,13 +100,14 @@ func sortContenders() {
 
 // tableOrder is the row order of every table.
 var tableOrder = []string{
-	"baseline", "floor", "rlock-pubsub", "rlock-spin10ms", "rlock-spin100ms", "rlock-fair",
+	"baseline", "floor", "floor-spublish", "rlock-pubsub", "rlock-spin10ms", "rlock-spin100ms", "rlock-fair",
 	"rueidislock", "redsync", "redislock",
 }
 
-// newRueidis connects a rueidis client with default options.
-func newRueidis(addr string, tweak func(*rueidis.ClientOption)) (rueidis.Client, error) {
-	opt := rueidis.ClientOption{InitAddress: []string{addr}}
+// newRueidis connects a rueidis client with default options: a cluster client when addrs are
+// cluster nodes (rueidis finds out).
+func newRueidis(addrs []string, tweak func(*rueidis.ClientOption)) (rueidis.Client, error) {
+	opt := rueidis.ClientOption{InitAddress: addrs}
 	if tweak != nil {
 		tweak(&opt)
 	}
@@ -126,7 +130,7 @@ type baseline struct {
 }
 
 func newBaseline(cfg contenderConfig) (Contender, error) {
-	c, err := newRueidis(cfg.Addr, nil)
+	c, err := newRueidis(cfg.Addrs, nil)
 	if err != nil {
 		return nil, err
 	}

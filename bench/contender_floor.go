@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -21,50 +22,73 @@ import (
 // floorPoll bounds a waiter's sleep when no message wakes it.
 const floorPoll = 500 * time.Millisecond
 
-// floorRelease deletes the key if it is still ours and publishes on the channel;
-// it returns the number of clients the message reached, or -1 when the key was not ours.
+// floorRelease deletes the key if it is still ours and publishes on the channel (KEYS[2]) with
+// PUBLISH, or SPUBLISH when ARGV[2] is "s"; it returns the number of clients the message
+// reached (on a cluster: on this node only, for PUBLISH), or -1 when the key was not ours.
 var floorRelease = rueidis.NewLuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then
 redis.call('DEL', KEYS[1])
+if ARGV[2] == 's' then return redis.call('SPUBLISH', KEYS[2], '1') end
 return redis.call('PUBLISH', KEYS[2], '1')
 end
 return -1`)
 
+const floorCommon = "not a lock library: the least a wake-then-acquire handoff can do. Lock = SET NX PX 30000; " +
+	"if held, wait on the key's channel (one subscription per process, kept open, each message wakes one " +
+	"waiter of the process; poll every 500ms) and SET NX again. Release = one script: compare, DEL, %s. " +
+	"No barging, by rlock PubSub's client-side rules (no commands): a Lock joins waiters of its process, and " +
+	"holds back 2 release round trips (1-10ms) after its process's release woke another process%s. " +
+	"Runs in the contended and ping-pong scenarios only"
+
 var floorSpec = contenderSpec{
 	ID:   "floor",
 	Name: "floor: publish + SET NX",
-	Settings: "not a lock library: the least a wake-then-acquire handoff can do. Lock = SET NX PX 30000; " +
-		"if held, wait on the key's channel (one subscription per process, kept open, each message wakes one " +
-		"waiter of the process; poll every 500ms) and SET NX again. Release = one script: compare, DEL, PUBLISH. " +
-		"No barging, by rlock PubSub's client-side rules (no commands): a Lock joins waiters of its process, and " +
-		"holds back 2 release round trips (1-10ms) after its process's release woke another process. " +
-		"Runs in the contended and ping-pong scenarios only",
+	Settings: fmt.Sprintf(floorCommon, "PUBLISH (classic pub/sub: SUBSCRIBE; on a cluster the subscription is on any "+
+		"node and the message crosses the cluster bus to every node)",
+		" (on a cluster, where PUBLISH counts only the subscribers of its own node, after every release)"),
 	Waits: true,
 	Only:  []string{"contended", "pingpong"},
-	New:   newFloor,
+	New:   newFloor(false),
 }
 
-func init() { contenders = append(contenders, floorSpec) }
+var floorShardedSpec = contenderSpec{
+	ID:   "floor-spublish",
+	Name: "floor: spublish + SET NX",
+	Settings: fmt.Sprintf(floorCommon, "SPUBLISH (sharded pub/sub, Redis 7: SSUBSCRIBE on the master of the key's slot, "+
+		"the message stays on that shard)", ""),
+	Waits:    true,
+	Only:     []string{"contended", "pingpong"},
+	MinRedis: 7,
+	New:      newFloor(true),
+}
+
+func init() { contenders = append(contenders, floorSpec, floorShardedSpec) }
 
 // floor is one process's client: one rueidis client and one subscription per key waited on.
 type floor struct {
-	client rueidis.Client
-	prefix string
-	ctx    context.Context // ends the subscriptions
-	cancel context.CancelFunc
+	client  rueidis.Client
+	prefix  string
+	sharded bool // SSUBSCRIBE and SPUBLISH rather than SUBSCRIBE and PUBLISH
+	// countsAll is false when a release's PUBLISH count may miss subscribers: classic pub/sub
+	// on a cluster counts those of the node it ran on only.
+	countsAll bool
+	ctx       context.Context // ends the subscriptions
+	cancel    context.CancelFunc
 
 	mu       sync.Mutex
 	subs     map[string]*floorSub
 	yielding map[string]time.Time // key -> end of its courtesy window
 }
 
-func newFloor(cfg contenderConfig) (Contender, error) {
-	c, err := newRueidis(cfg.Addr, nil)
-	if err != nil {
-		return nil, err
+func newFloor(sharded bool) func(cfg contenderConfig) (Contender, error) {
+	return func(cfg contenderConfig) (Contender, error) {
+		c, err := newRueidis(cfg.Addrs, nil)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		return &floor{client: c, prefix: cfg.KeyPrefix, sharded: sharded, countsAll: sharded || !cfg.Cluster,
+			ctx: ctx, cancel: cancel, subs: map[string]*floorSub{}, yielding: map[string]time.Time{}}, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &floor{client: c, prefix: cfg.KeyPrefix, ctx: ctx, cancel: cancel, subs: map[string]*floorSub{},
-		yielding: map[string]time.Time{}}, nil
 }
 
 func (f *floor) Close() {
@@ -73,7 +97,9 @@ func (f *floor) Close() {
 }
 
 func (f *floor) Mutex(key string) Mutex {
-	k := f.prefix + ":" + key
+	// One hash tag for the key and its channel: the release script declares both, so on a
+	// cluster they must share a slot.
+	k := "{" + f.prefix + ":" + key + "}"
 	return &floorMutex{f: f, key: k, channel: k + ":ch", id: randomID()}
 }
 
@@ -96,14 +122,17 @@ func (f *floor) sub(channel string) *floorSub {
 		f.subs[channel] = s
 		var once sync.Once
 		confirmed := func() { once.Do(func() { close(s.ready) }) }
+		kind, cmd := "subscribe", f.client.B().Subscribe().Channel(channel).Build()
+		if f.sharded {
+			kind, cmd = "ssubscribe", f.client.B().Ssubscribe().Channel(channel).Build()
+		}
 		hook := rueidis.WithOnSubscriptionHook(f.ctx, func(ps rueidis.PubSubSubscription) {
-			if ps.Kind == "subscribe" {
+			if ps.Kind == kind {
 				confirmed()
 			}
 		})
 		go func() {
-			_ = f.client.Receive(hook, f.client.B().Subscribe().Channel(channel).Build(),
-				func(rueidis.PubSubMessage) { s.wakeOne() })
+			_ = f.client.Receive(hook, cmd, func(rueidis.PubSubMessage) { s.wakeOne() })
 			confirmed()
 		}()
 		go func() {
@@ -245,7 +274,7 @@ func (m *floorMutex) Lock(ctx context.Context) (Hold, error) {
 	}
 	return Hold{Release: func(ctx context.Context) error {
 		sent := time.Now()
-		n, err := floorRelease.Exec(ctx, c, []string{m.key, m.channel}, []string{val}).AsInt64()
+		n, err := floorRelease.Exec(ctx, c, []string{m.key, m.channel}, []string{val, m.f.pubKind()}).AsInt64()
 		if err == nil && n < 0 {
 			err = errors.New("floor: lock was not held at release")
 		}
@@ -269,15 +298,24 @@ func (f *floor) queued(channel string) bool {
 	return len(s.waiters) > 0
 }
 
+// pubKind is the release script's ARGV[2]: "s" for SPUBLISH, "c" for PUBLISH.
+func (f *floor) pubKind() string {
+	if f.sharded {
+		return "s"
+	}
+	return "c"
+}
+
 // courtesy opens key's courtesy window after a release whose message reached subscribed
-// clients other than this one: twice the release's round trip, 1ms to 10ms (as rlock's).
+// clients other than this one (after every release when the count may miss some, see
+// countsAll): twice the release's round trip, 1ms to 10ms (as rlock's).
 func (f *floor) courtesy(channel, key string, reached int64, rtt time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.subs[channel] != nil {
 		reached-- // this process's own subscription
 	}
-	if reached > 0 {
+	if reached > 0 || !f.countsAll {
 		f.yielding[key] = time.Now().Add(min(max(2*rtt, time.Millisecond), 10*time.Millisecond))
 	}
 }

@@ -41,7 +41,7 @@ func TestFloorSubQueue(t *testing.T) {
 // TestFloorCourtesy: a release that reached another process opens a window of twice its
 // round trip, 1ms to 10ms; one that reached only this process's own subscription does not.
 func TestFloorCourtesy(t *testing.T) {
-	f := &floor{subs: map[string]*floorSub{"ch": {}}, yielding: map[string]time.Time{}}
+	f := &floor{subs: map[string]*floorSub{"ch": {}}, yielding: map[string]time.Time{}, countsAll: true}
 	f.courtesy("ch", "k", 1, time.Millisecond) // only our own subscription heard it
 	if d := f.courtesyLeft("k"); d != 0 {
 		t.Errorf("window %v after a release nobody else heard", d)
@@ -57,6 +57,13 @@ func TestFloorCourtesy(t *testing.T) {
 	f.courtesy("other", "k3", 1, time.Second)
 	if d := f.courtesyLeft("k3"); d <= 9*time.Millisecond || d > 10*time.Millisecond {
 		t.Errorf("window %v, want 10ms (the most)", d)
+	}
+	// Classic pub/sub on a cluster: PUBLISH counts only its own node's subscribers, so the window
+	// opens after every release, also one that seemed to reach nobody.
+	g := &floor{subs: map[string]*floorSub{"ch": {}}, yielding: map[string]time.Time{}, countsAll: false}
+	g.courtesy("ch", "k", 0, time.Millisecond)
+	if d := g.courtesyLeft("k"); d <= time.Millisecond || d > 2*time.Millisecond {
+		t.Errorf("window %v after a release on a cluster, want 2ms", d)
 	}
 	f.yielding["old"] = time.Now().Add(-time.Millisecond)
 	if d := f.courtesyLeft("old"); d > 0 {
@@ -74,20 +81,26 @@ func TestFloorCourtesy(t *testing.T) {
 	}
 }
 
-// TestVsFloor: every row with a handoff p50 gets its ratio to the floor row's; without a floor
-// row the ratio is NaN.
+// TestVsFloor: every row with a handoff p50 gets its ratio to each floor row's (publish and
+// spublish); without a floor row the ratio is NaN.
 func TestVsFloor(t *testing.T) {
 	s := &ScenarioResult{Rows: []*Row{
 		{Contender: "ping", Values: map[string]num{"handoff_p50_us": 50}},
 		{Contender: "floor", Values: map[string]num{"handoff_p50_us": 200}},
+		{Contender: "floor-spublish", Values: map[string]num{"handoff_p50_us": 100}},
 		{Contender: "rlock-fair", Values: map[string]num{"handoff_p50_us": 150}},
 		{Contender: "rlock-spin", Values: map[string]num{"acq_per_s": 3}},
 		{Contender: "broken", Error: "x"},
 	}}
 	vsFloor(s)
-	for id, want := range map[string]float64{"ping": 0.25, "floor": 1, "rlock-fair": 0.75} {
+	for id, want := range map[string]float64{"ping": 0.25, "floor": 1, "floor-spublish": 0.5, "rlock-fair": 0.75} {
 		if got := s.row(id).value("handoff_vs_floor"); got != want {
 			t.Errorf("%s vs floor = %v, want %v", id, got, want)
+		}
+	}
+	for id, want := range map[string]float64{"ping": 0.5, "floor": 2, "floor-spublish": 1, "rlock-fair": 1.5} {
+		if got := s.row(id).value("handoff_vs_sfloor"); got != want {
+			t.Errorf("%s vs spublish floor = %v, want %v", id, got, want)
 		}
 	}
 	if _, ok := s.row("rlock-spin").Values["handoff_vs_floor"]; ok {
@@ -98,12 +111,33 @@ func TestVsFloor(t *testing.T) {
 	if got := s.row("rlock-fair").value("handoff_vs_floor"); !math.IsNaN(got) {
 		t.Errorf("vs floor without a floor row = %v, want NaN", got)
 	}
+	if got := s.row("rlock-fair").value("handoff_vs_sfloor"); !math.IsNaN(got) {
+		t.Errorf("vs spublish floor without its row = %v, want NaN", got)
+	}
 }
 
-// TestFloorOnly: the floor runs in the contended and ping-pong scenarios only.
+// TestSkipOldRedis: the sharded floor needs Redis 7 (SPUBLISH); its row says so on older ones.
+func TestSkipOldRedis(t *testing.T) {
+	old := &env{redis: &redisServer{Version: "6.2.14"}}
+	if why := old.skip(floorShardedSpec, waitersOnly); why != "n/a: needs Redis 7 or later" {
+		t.Errorf("on 6.2: %q", why)
+	}
+	if why := old.skip(floorSpec, waitersOnly); why != "" {
+		t.Errorf("classic floor on 6.2: %q", why)
+	}
+	cur := &env{redis: &redisServer{Version: "7.0.15"}}
+	if why := cur.skip(floorShardedSpec, waitersOnly); why != "" {
+		t.Errorf("on 7.0: %q", why)
+	}
+	if why := cur.skip(contenderSpec{ID: "baseline"}, waitersOnly); why == "" {
+		t.Error("the filter was not applied")
+	}
+}
+
+// TestFloorOnly: the floors run in the contended and ping-pong scenarios only.
 func TestFloorOnly(t *testing.T) {
-	e := &env{contenders: []contenderSpec{{ID: "baseline"}, floorSpec, {ID: "rlock-pubsub", Waits: true}}}
-	for scenario, want := range map[string]int{"contended": 3, "pingpong": 3, "uncontended": 2, "fifo": 2, "renewal": 2} {
+	e := &env{contenders: []contenderSpec{{ID: "baseline"}, floorSpec, floorShardedSpec, {ID: "rlock-pubsub", Waits: true}}}
+	for scenario, want := range map[string]int{"contended": 4, "pingpong": 4, "uncontended": 2, "fifo": 2, "renewal": 2} {
 		if got := len(e.contendersFor(scenario)); got != want {
 			t.Errorf("%s: %d contenders, want %d", scenario, got, want)
 		}

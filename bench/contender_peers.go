@@ -44,7 +44,7 @@ func init() {
 		contenderSpec{
 			ID:   "redislock",
 			Name: "bsm/redislock",
-			Settings: "go-redis v9 client (defaults, pool 10 per CPU), lease 30s, " +
+			Settings: "go-redis v9 client (ClusterClient on a cluster; defaults, pool 10 per CPU), lease 30s, " +
 				"RetryStrategy ExponentialBackoff(10ms, 100ms)",
 			Waits: true,
 			New:   newRedislock,
@@ -60,7 +60,7 @@ type rueidislockContender struct {
 
 func newRueidislock(cfg contenderConfig) (Contender, error) {
 	opt := rueidislock.LockerOption{
-		ClientOption:   rueidis.ClientOption{InitAddress: []string{cfg.Addr}},
+		ClientOption:   rueidis.ClientOption{InitAddress: cfg.Addrs},
 		KeyPrefix:      cfg.KeyPrefix,
 		KeyMajority:    1,
 		NoLoopTracking: true,
@@ -108,7 +108,7 @@ type redsyncContender struct {
 }
 
 func newRedsync(cfg contenderConfig) (Contender, error) {
-	c, err := newRueidis(cfg.Addr, nil)
+	c, err := newRueidis(cfg.Addrs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -145,13 +145,18 @@ func (m redsyncMutex) Lock(ctx context.Context) (Hold, error) {
 // bsm/redislock
 
 type redislockContender struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	locker *redislock.Client
 	prefix string
 }
 
 func newRedislock(cfg contenderConfig) (Contender, error) {
-	c := goredis.NewClient(&goredis.Options{Addr: cfg.Addr})
+	var c goredis.UniversalClient
+	if cfg.Cluster {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cfg.Addrs})
+	} else {
+		c = goredis.NewClient(&goredis.Options{Addr: cfg.Addrs[0]})
+	}
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		c.Close()
 		return nil, err

@@ -60,7 +60,7 @@ func newRlock(newMut func(c *rlock.Client, name string) *rlock.Mutex) func(conte
 
 // dialRlock connects a rueidis client with default options and an rlock.Client on it.
 func dialRlock(cfg contenderConfig) (rueidis.Client, *rlock.Client, error) {
-	rc, err := newRueidis(cfg.Addr, nil)
+	rc, err := newRueidis(cfg.Addrs, nil)
 	if err != nil {
 		return nil, nil, err
 	}

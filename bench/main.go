@@ -1,5 +1,6 @@
 // Command bench measures rlock's locks against the other Go Redis lock
-// libraries on one throwaway redis-server: latency, throughput, handoff
+// libraries on one throwaway redis-server (or a throwaway Redis Cluster,
+// -topology cluster): latency, throughput, handoff
 // under contention, FIFO order, commands per acquisition and renewal cost;
 // and rlock's read-write mutex and semaphore under a read-heavy load and
 // under contention for 4 permits.
@@ -40,6 +41,9 @@ func run() int {
 		raw        = flag.Bool("raw", false, "also write every acquisition of the multi-process scenarios to raw/ next to -out")
 		listAndEnd = flag.Bool("list", false, "list scenarios and contenders with their settings, then exit")
 		replot     = flag.String("replot", "", "draw -chart (.svg or .png) from this results JSON file, then exit")
+		topology   = flag.String("topology", topoStandalone, "standalone: one redis-server (REDIS_ADDR, or started); "+
+			"cluster: a Redis Cluster (REDIS_CLUSTER_ADDRS, or 3 masters + 3 replicas started with "+clusterScript+")")
+		holdSizes = flag.String("holds", "", "hold counts of the holds scenario, comma-separated (default 1000,10000,100000; quick: 1000)")
 	)
 	flag.Parse()
 	if *replot != "" {
@@ -81,6 +85,11 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
+	sizes, err := parseSizes(*holdSizes)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -holds:", err)
+		return 2
+	}
 	if *chart == "" {
 		*chart = filepath.Join(filepath.Dir(*out), "chart.svg")
 	}
@@ -93,40 +102,52 @@ func run() int {
 
 	prog := newProgress()
 	began := time.Now()
-	srv, err := startRedis(ctx)
+	srv, err := startRedis(ctx, *topology)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
 	defer srv.Stop()
 	how := "REDIS_ADDR"
-	if srv.Started {
+	switch {
+	case srv.cluster != nil:
+		how = "started by bench: " + srv.cluster.started
+	case srv.Started:
 		how = "started by bench"
+	case srv.Cluster():
+		how = "REDIS_CLUSTER_ADDRS"
 	}
-	prog.Linef("redis %s at %s (%s)", srv.Version, srv.Addr, how)
+	prog.Linef("redis %s %s at %s (%s)", srv.Version, srv.Topology, srv.Describe(), how)
 
-	admin, err := newRueidis(srv.Addr, nil)
+	nodes, err := dialNodes(srv.Masters)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	defer admin.Close()
+	defer closeNodes(nodes)
+	replicas, err := dialNodes(srv.Replicas)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer closeNodes(replicas)
 
-	e := &env{redis: srv, admin: admin, contenders: selCont, rwContenders: selRW, semContenders: selSem,
-		progress: prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor}
+	e := &env{redis: srv, nodes: nodes, replicas: replicas, contenders: selCont, rwContenders: selRW, semContenders: selSem,
+		progress: prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor, holdSizes: sizes}
 	if *raw {
 		e.rawDir = filepath.Join(filepath.Dir(*out), "raw")
 	}
 	res := &Results{Meta: Meta{
 		Started: began.UTC(), Quick: *quick, Command: strings.Join(os.Args[1:], " "),
 		GoVersion: runtime.Version(), OSArch: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
-		RedisVersion: srv.Version, RedisAddr: srv.Addr, RedisStarted: srv.Started,
+		RedisVersion: srv.Version, Topology: srv.Topology, RedisAddr: srv.Describe(), RedisStarted: srv.Started,
 	}}
 	for _, c := range slices.Concat(selCont, selRW, selSem) {
 		res.Meta.Contenders = append(res.Meta.Contenders, ContenderInfo{c.ID, c.Name, c.Settings})
 	}
 
-	fmt.Printf("# rlock benchmark\n\n%s, %d CPUs, Redis %s, %s", res.Meta.OSArch, res.Meta.CPUs, srv.Version, res.Meta.GoVersion)
+	fmt.Printf("# rlock benchmark\n\n%s, %d CPUs, Redis %s %s, %s", res.Meta.OSArch, res.Meta.CPUs, srv.Version,
+		topologyLabel(srv), res.Meta.GoVersion)
 	if *quick {
 		fmt.Print(", -quick (short runs: figures are rough)")
 	}
@@ -249,4 +270,28 @@ func selectContenders(list string, from []contenderSpec) ([]contenderSpec, error
 		}
 	}
 	return sel, nil
+}
+
+// topologyLabel names the topology in the header: "standalone", or "cluster (3 masters + 3 replicas)".
+func topologyLabel(s *redisServer) string {
+	if !s.Cluster() {
+		return s.Topology
+	}
+	return fmt.Sprintf("cluster (%d masters + %d replicas)", len(s.Masters), len(s.Replicas))
+}
+
+// parseSizes parses -holds: positive counts, comma-separated; nil for "".
+func parseSizes(list string) ([]int, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var ns []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }

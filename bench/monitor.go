@@ -42,15 +42,15 @@ func (m monitorCounts) clientTotal() int64 {
 	return n
 }
 
-// startMonitor opens a MONITOR connection. Counting starts at the first
-// ECHO of the marker and ends at the second.
-func startMonitor(ctx context.Context, addr string) (*monitor, error) {
+// startMonitor opens a MONITOR connection to the node at addr. Counting starts at the first
+// ECHO of marker and ends at the second.
+func startMonitor(ctx context.Context, addr, marker string) (*monitor, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	m := &monitor{conn: conn, marker: "rlock-bench-mark-" + randomID(), done: make(chan struct{}),
+	m := &monitor{conn: conn, marker: marker, done: make(chan struct{}),
 		counts: monitorCounts{Client: map[string]int64{}, Script: map[string]int64{}}}
 	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
 		conn.Close()
@@ -157,50 +157,77 @@ type commandCounts struct {
 }
 
 // countCommands counts the commands Redis runs while during runs, with
-// INFO commandstats and, when useMonitor and e.monitor are set, MONITOR.
+// INFO commandstats and, when useMonitor and e.monitor are set, MONITOR,
+// on every measured node (the masters of a cluster), and sums them.
 // MONITOR makes Redis format every command it runs, which costs it about
 // a tenth of its speed here, so timed runs leave it off.
 //
-// Both windows are the same: each end is one MULTI/EXEC transaction of
-// INFO commandstats and the marker ECHO, so no other client's command runs
-// between the snapshot and the marker. The transactions' own MULTI and
-// EXEC fall inside the window (one each) and are subtracted.
+// Both windows are the same on each node: each end is one MULTI/EXEC
+// transaction of INFO commandstats and the marker ECHO on that node, so no
+// other client's command runs between the snapshot and the marker. The
+// transactions' own MULTI and EXEC fall inside the window (one each per
+// node) and are subtracted.
 func countCommands(ctx context.Context, e *env, useMonitor bool, during func() error) (commandCounts, error) {
 	var cc commandCounts
-	var mon *monitor
+	marker := "rlock-bench-mark-" + randomID()
+	var mons []*monitor
+	defer func() {
+		for _, m := range mons {
+			m.close()
+		}
+	}()
 	switch {
 	case !useMonitor:
 		cc.MonitorErr = errors.New("not counted in this pass")
 	case e.monitor:
-		var err error
-		if mon, err = startMonitor(ctx, e.redis.Addr); err != nil {
-			cc.MonitorErr = err
-		} else {
-			defer mon.close()
+		for _, n := range e.nodes {
+			m, err := startMonitor(ctx, n.addr, marker)
+			if err != nil {
+				cc.MonitorErr = err
+				break
+			}
+			mons = append(mons, m)
 		}
 	default:
 		cc.MonitorErr = errors.New("-monitor=false")
 	}
-	marker := "rlock-bench-mark"
-	if mon != nil {
-		marker = mon.marker
+	if cc.MonitorErr != nil {
+		for _, m := range mons {
+			m.close()
+		}
+		mons = nil
 	}
-	before, err := markedStats(ctx, e.admin, marker, false)
-	if err != nil {
-		return cc, err
+	before := make([]commandStats, len(e.nodes))
+	for i, n := range e.nodes {
+		var err error
+		if before[i], err = markedStats(ctx, n.c, marker, false); err != nil {
+			return cc, err
+		}
 	}
 	derr := during()
-	after, err := markedStats(ctx, e.admin, marker, true)
-	if err != nil {
-		return cc, err
+	cc.Stats = commandStats{}
+	for i, n := range e.nodes {
+		after, err := markedStats(ctx, n.c, marker, true)
+		if err != nil {
+			return cc, err
+		}
+		d := after.delta(before[i])
+		d.sub("multi", 1)
+		d.sub("exec", 1)
+		cc.Stats = cc.Stats.plus(d)
 	}
-	cc.Stats = after.delta(before)
-	cc.Stats.sub("multi", 1)
-	cc.Stats.sub("exec", 1)
-	if mon != nil {
-		cc.Monitor, cc.MonitorErr = mon.finish(ctx)
-		commandStats(cc.Monitor.Client).sub("multi", 1)
-		commandStats(cc.Monitor.Client).sub("exec", 1)
+	if mons != nil {
+		cc.Monitor = monitorCounts{Client: map[string]int64{}, Script: map[string]int64{}}
+		for _, m := range mons {
+			counts, err := m.finish(ctx)
+			if err != nil {
+				cc.Monitor, cc.MonitorErr = monitorCounts{}, err
+				break
+			}
+			commandStats(counts.Client).sub("multi", 1)
+			commandStats(counts.Client).sub("exec", 1)
+			cc.Monitor = cc.Monitor.plus(counts)
+		}
 	}
 	return cc, derr
 }

@@ -10,3 +10,10 @@ var termSignal = syscall.SIGTERM
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// scriptProcAttr puts a child script in a process group of its own, so that Ctrl-C in the
+// terminal reaches only this program, which stops the script when it is done. It gets no
+// parent-death signal: a script killed that way could not stop its own children.
+func scriptProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

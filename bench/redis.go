@@ -15,23 +15,54 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// redisServer is the Redis the benchmark talks to: a throwaway redis-server
-// it started, or the one REDIS_ADDR names.
+// Topologies (-topology).
+const (
+	topoStandalone = "standalone"
+	topoCluster    = "cluster"
+)
+
+// redisServer is the Redis the benchmark talks to: a throwaway redis-server or cluster it
+// started, or the one REDIS_ADDR (REDIS_CLUSTER_ADDRS) names.
 type redisServer struct {
-	Addr    string
-	Version string
-	Started bool // true when this program started it (and must stop it)
+	Topology string
+	Addrs    []string // what clients connect to: the server, or every node of the cluster
+	Masters  []string // the nodes measured (INFO, MONITOR): the server, or the cluster's masters
+	Replicas []string // the cluster's replicas
+	Version  string
+	Started  bool // true when this program started it (and must stop it)
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the started process has exited
 	log  bytes.Buffer
+
+	cluster *clusterProc // the scripts/with-cluster.sh running the cluster, if this program started it
 }
 
-// startRedis returns the server at REDIS_ADDR, or starts redis-server on a
-// free loopback port with persistence off.
-func startRedis(ctx context.Context) (*redisServer, error) {
+// Cluster reports whether the server is a Redis Cluster.
+func (s *redisServer) Cluster() bool { return s.Topology == topoCluster }
+
+// Describe says where the server is, for the progress line and the JSON.
+func (s *redisServer) Describe() string {
+	if !s.Cluster() {
+		return s.Addrs[0]
+	}
+	return fmt.Sprintf("%d masters (%s) + %d replicas (%s)", len(s.Masters), strings.Join(s.Masters, ","),
+		len(s.Replicas), strings.Join(s.Replicas, ","))
+}
+
+// startRedis returns the server of topology: for standalone the one at REDIS_ADDR, or
+// redis-server started on a free loopback port with persistence off; for cluster see
+// startCluster.
+func startRedis(ctx context.Context, topology string) (*redisServer, error) {
+	switch topology {
+	case topoStandalone:
+	case topoCluster:
+		return startCluster(ctx)
+	default:
+		return nil, fmt.Errorf("unknown topology %q (have %s, %s)", topology, topoStandalone, topoCluster)
+	}
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		s := &redisServer{Addr: addr}
+		s := &redisServer{Topology: topoStandalone, Addrs: []string{addr}, Masters: []string{addr}}
 		return s, s.waitReady(ctx, 5*time.Second)
 	}
 	bin, err := exec.LookPath("redis-server")
@@ -42,7 +73,9 @@ func startRedis(ctx context.Context) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &redisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Started: true, done: make(chan struct{})}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &redisServer{Topology: topoStandalone, Addrs: []string{addr}, Masters: []string{addr}, Started: true,
+		done: make(chan struct{})}
 	s.cmd = exec.Command(bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
@@ -83,18 +116,13 @@ func (s *redisServer) waitReady(ctx context.Context, limit time.Duration) error 
 			default:
 			}
 		}
-		c, err := newRueidis(s.Addr, func(o *rueidis.ClientOption) { o.DisableRetry = true })
+		info, err := nodeInfo(ctx, s.Addrs[0], "server")
 		if err == nil {
-			info, ierr := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
-			c.Close()
-			if ierr == nil {
-				s.Version = infoField(info, "redis_version")
-				return nil
-			}
-			err = ierr
+			s.Version = infoField(info, "redis_version")
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis at %s not ready after %v: %w", s.Addr, limit, err)
+			return fmt.Errorf("redis at %s not ready after %v: %w", s.Addrs[0], limit, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,9 +132,23 @@ func (s *redisServer) waitReady(ctx context.Context, limit time.Duration) error 
 	}
 }
 
+// nodeInfo asks the server at addr (that node alone, not the cluster) for INFO sections.
+func nodeInfo(ctx context.Context, addr string, sections ...string) (string, error) {
+	c, err := newNodeClient(addr, func(o *rueidis.ClientOption) { o.DisableRetry = true })
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.Do(ctx, c.B().Info().Section(sections...).Build()).ToString()
+}
+
 // Stop stops the server if this program started it: SIGTERM, then SIGKILL
 // after two seconds. It only signals the process it started, by PID.
 func (s *redisServer) Stop() {
+	if s.cluster != nil {
+		s.cluster.stop()
+		return
+	}
 	if !s.Started || s.cmd == nil || s.cmd.Process == nil {
 		return
 	}

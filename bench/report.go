@@ -29,7 +29,8 @@ type Meta struct {
 	OSArch       string          `json:"os_arch"`
 	CPUs         int             `json:"cpus"`
 	RedisVersion string          `json:"redis_version"`
-	RedisAddr    string          `json:"redis_addr"`
+	Topology     string          `json:"topology"`   // standalone or cluster
+	RedisAddr    string          `json:"redis_addr"` // the server, or the cluster's masters and replicas
 	RedisStarted bool            `json:"redis_started_by_bench"`
 	Contenders   []ContenderInfo `json:"contenders"`
 }

@@ -8,14 +8,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // env is what every scenario runs with.
 type env struct {
 	redis         *redisServer
-	admin         rueidis.Client  // the benchmark's own connection: INFO, ECHO markers
+	nodes         []node          // the benchmark's own connection to each measured node: INFO, ECHO markers
+	replicas      []node          // and to each replica of a cluster (leak checks)
 	contenders    []contenderSpec // of the mutex scenarios (1-6)
 	rwContenders  []contenderSpec // of the read-heavy scenario (7)
 	semContenders []contenderSpec // of the semaphore scenario (8)
@@ -24,6 +23,29 @@ type env struct {
 	quick         bool
 	monitor       bool   // count client-sent commands with MONITOR
 	rawDir        string // if set, raw acquisitions are written there
+	holdSizes     []int  // -holds: hold counts of the holds scenario (nil: the default)
+}
+
+// contenderConfig is the configuration of a contender of this run with keys under prefix.
+func (e *env) contenderConfig(prefix string) contenderConfig {
+	return contenderConfig{Addrs: e.redis.Addrs, Cluster: e.redis.Cluster(), KeyPrefix: prefix}
+}
+
+// overMasters says, in a scenario's setup text, that a server figure is a sum over the masters
+// (empty on a standalone server).
+func (e *env) overMasters() string {
+	if !e.redis.Cluster() {
+		return ""
+	}
+	return fmt.Sprintf(" (summed over the %d masters)", len(e.nodes))
+}
+
+// masters names the measured nodes in a setup text: "the 3 masters", or "1 (one server)".
+func (e *env) masters() string {
+	if !e.redis.Cluster() {
+		return "1 (one server)"
+	}
+	return fmt.Sprintf("the %d masters", len(e.nodes))
 }
 
 // keyPrefix is the key namespace of one scenario and contender.
@@ -90,11 +112,9 @@ func (e *env) eachContender(ctx context.Context, s *ScenarioResult, filter func(
 		}
 		row := &Row{Contender: spec.ID, Name: spec.Name}
 		s.Rows = append(s.Rows, row)
-		if filter != nil {
-			if why := filter(spec); why != "" {
-				row.Note = why
-				continue
-			}
+		if why := e.skip(spec, filter); why != "" {
+			row.Note = why
+			continue
 		}
 		e.progress.Linef("  %-22s running", spec.Name)
 		start := time.Now()
@@ -106,6 +126,17 @@ func (e *env) eachContender(ctx context.Context, s *ScenarioResult, filter func(
 		}
 		e.progress.Linef("  %-22s done in %.1fs", spec.Name, time.Since(start).Seconds())
 	}
+}
+
+// skip says why spec does not run here (its Redis version, or filter), or "" when it runs.
+func (e *env) skip(spec contenderSpec, filter func(contenderSpec) string) string {
+	if spec.MinRedis > 0 && !versionAtLeast(e.redis.Version, spec.MinRedis) {
+		return fmt.Sprintf("n/a: needs Redis %d or later", spec.MinRedis)
+	}
+	if filter != nil {
+		return filter(spec)
+	}
+	return ""
 }
 
 // safeRun turns a panic into an error.
@@ -197,11 +228,9 @@ func (e *env) interleave(ctx context.Context, s *ScenarioResult, specs []contend
 	for _, spec := range specs {
 		en := &entry{row: &Row{Contender: spec.ID, Name: spec.Name}}
 		s.Rows = append(s.Rows, en.row)
-		if filter != nil {
-			if why := filter(spec); why != "" {
-				en.row.Note = why
-				continue
-			}
+		if why := e.skip(spec, filter); why != "" {
+			en.row.Note = why
+			continue
 		}
 		err := safeRun(func() (err error) { en.r, err = open(ctx, spec); return err })
 		if err != nil {

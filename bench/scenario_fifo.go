@@ -35,7 +35,7 @@ func runFIFO(ctx context.Context, e *env) *ScenarioResult {
 		},
 	}
 	e.eachContender(ctx, s, waitersOnly, func(ctx context.Context, spec contenderSpec, row *Row) error {
-		cfg := contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("fifo", spec.ID)}
+		cfg := e.contenderConfig(e.keyPrefix("fifo", spec.ID))
 		// One client for the holder and one per waiter.
 		insts := make([]Contender, 0, waiters+1)
 		defer func() {

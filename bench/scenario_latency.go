@@ -18,7 +18,7 @@ type pingContender struct{ c rueidis.Client }
 
 var pingSpec = contenderSpec{ID: "ping", Name: "PING round trip", Settings: "one PING per round on a rueidis client (defaults)",
 	New: func(cfg contenderConfig) (Contender, error) {
-		c, err := newRueidis(cfg.Addr, nil)
+		c, err := newRueidis(cfg.Addrs, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +56,7 @@ type sliceCost struct {
 }
 
 func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
-	before, err := readServerCPU(ctx, u.e.admin)
+	before, err := u.e.serverCPU(ctx)
 	if err != nil {
 		return fmt.Errorf("INFO cpu: %w", err)
 	}
@@ -72,7 +72,7 @@ func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
 	}
 	u.span += time.Since(start)
 	cpu1, ok1 := processCPU()
-	after, err := readServerCPU(ctx, u.e.admin)
+	after, err := u.e.serverCPU(ctx)
 	if err != nil {
 		return fmt.Errorf("INFO cpu: %w", err)
 	}
@@ -222,7 +222,7 @@ func runUncontended(ctx context.Context, e *env) *ScenarioResult {
 	specs := append([]contenderSpec{pingSpec}, e.contendersFor("uncontended")...)
 	runs := map[string]*uncontended{}
 	e.interleave(ctx, s, specs, nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
-		c, err := spec.New(contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("uncontended", spec.ID)})
+		c, err := spec.New(e.contenderConfig(e.keyPrefix("uncontended", spec.ID)))
 		if err != nil {
 			return nil, err
 		}
@@ -248,7 +248,7 @@ const countRounds = 200
 
 // measurePing fills row with the PING round trip on a fresh rueidis client.
 func measurePing(ctx context.Context, e *env, d time.Duration, row *Row) error {
-	c, err := newRueidis(e.redis.Addr, nil)
+	c, err := newRueidis(e.redis.Addrs, nil)
 	if err != nil {
 		return err
 	}
@@ -347,7 +347,7 @@ func runParallel(ctx context.Context, e *env) *ScenarioResult {
 		},
 	}
 	e.interleave(ctx, s, e.contendersFor("parallel"), nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
-		c, err := spec.New(contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("parallel", spec.ID)})
+		c, err := spec.New(e.contenderConfig(e.keyPrefix("parallel", spec.ID)))
 		if err != nil {
 			return nil, err
 		}

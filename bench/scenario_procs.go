@@ -35,7 +35,8 @@ func runProcs(ctx context.Context, e *env, job workerJob, scenario string, procs
 		}
 	}()
 	for p := range procs {
-		job.Addr, job.KeyPrefix, job.Key, job.Proc = e.redis.Addr, e.keyPrefix(scenario, job.Contender), "k", p
+		job.Addrs, job.Cluster = e.redis.Addrs, e.redis.Cluster()
+		job.KeyPrefix, job.Key, job.Proc = e.keyPrefix(scenario, job.Contender), "k", p
 		w, err := startWorker(ctx, job)
 		if err != nil {
 			return pr, err
@@ -232,16 +233,18 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 			"(a Lock still waiting at the end counts with its wait so far, so starved goroutines stay in the percentiles). "+
 			"Commands per acquisition: client is what clients sent, counted with MONITOR (which tells script-internal calls apart) "+
 			"in a separate run of %v, since MONITOR slows Redis; scripts is EVAL/EVALSHA and server is every call including "+
-			"those run inside scripts, both from INFO commandstats over the timed runs. "+
+			"those run inside scripts, both from INFO commandstats over the timed runs%s. "+
 			"Share is the most acquisitions one goroutine got over the fewest (∞: some goroutine got none). "+
 			"Overlaps counts holds that began before the previous one ended: it must be 0. "+
-			"The floor row is the least a wake-then-acquire handoff can do (release = DEL + PUBLISH in one script, "+
-			"a woken waiter runs SET NX); p50 vs floor divides each handoff p50 by the floor's.",
-			procs, goroutines, hold, d, rounds, dCount),
+			"The floor rows are the least a wake-then-acquire handoff can do (release = DEL + PUBLISH, or SPUBLISH for "+
+			"sharded pub/sub, in one script; a woken waiter runs SET NX); the vs floor columns divide each handoff p50 "+
+			"by each floor's.",
+			procs, goroutines, hold, d, rounds, dCount, e.overMasters()),
 		Columns: []Column{
 			{"acq_per_s", "acquisitions/s", unitRate},
 			{"handoff_p50_us", "handoff p50", unitMicros},
-			{"handoff_vs_floor", "p50 vs floor", unitRatio},
+			{"handoff_vs_floor", "p50 vs publish floor", unitRatio},
+			{"handoff_vs_sfloor", "vs spublish floor", unitRatio},
 			{"handoff_p99_us", "handoff p99", unitMicros},
 			{"wait_p50_us", "wait p50", unitMicros},
 			{"wait_p99_us", "wait p99", unitMicros},
@@ -296,13 +299,14 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 			"went to the other process (100%%: strict turns; low: the releasing process took the lock back first). "+
 			"Switch is the release to the other process's acquisition only where it took the very next hold: "+
 			"the wake-up path itself, without the races the waiter lost. "+
-			"The PING row is the PING round trip for scale; the floor row is the least a wake-then-acquire handoff "+
-			"can do (release = DEL + PUBLISH in one script, the woken waiter runs SET NX), and p50 vs floor divides "+
-			"each handoff p50 by the floor's.",
+			"The PING row is the PING round trip for scale; the floor rows are the least a wake-then-acquire handoff "+
+			"can do (release = DEL + PUBLISH, or SPUBLISH for sharded pub/sub, in one script; the woken waiter runs "+
+			"SET NX), and the vs floor columns divide each handoff p50 by each floor's.",
 			hold, d, rounds),
 		Columns: []Column{
 			{"handoff_p50_us", "cross-process handoff p50", unitMicros},
-			{"handoff_vs_floor", "p50 vs floor", unitRatio},
+			{"handoff_vs_floor", "p50 vs publish floor", unitRatio},
+			{"handoff_vs_sfloor", "vs spublish floor", unitRatio},
 			{"handoff_p99_us", "p99", unitMicros},
 			{"handoffs", "handoffs", unitCount},
 			{"alternation", "alternation", unitPercent},
@@ -330,16 +334,19 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 	return s
 }
 
-// vsFloor sets, on every row of a contended or ping-pong table, its handoff p50 divided by the
-// floor row's (the same run's "floor: publish + SET NX"); NaN when the floor did not run.
+// vsFloor sets, on every row of a contended or ping-pong table, its handoff p50 divided by each
+// floor row's of the same run: "floor: publish + SET NX" (handoff_vs_floor) and "floor:
+// spublish + SET NX" (handoff_vs_sfloor); NaN when that floor did not run.
 func vsFloor(s *ScenarioResult) {
-	floor := s.row(floorSpec.ID).value("handoff_p50_us")
-	for _, r := range s.Rows {
-		if r.Error != "" || r.Values == nil {
-			continue
-		}
-		if _, ok := r.Values["handoff_p50_us"]; ok {
-			r.set("handoff_vs_floor", ratioOf(r.value("handoff_p50_us"), floor))
+	for _, f := range []struct{ id, key string }{{floorSpec.ID, "handoff_vs_floor"}, {floorShardedSpec.ID, "handoff_vs_sfloor"}} {
+		floor := s.row(f.id).value("handoff_p50_us")
+		for _, r := range s.Rows {
+			if r.Error != "" || r.Values == nil {
+				continue
+			}
+			if _, ok := r.Values["handoff_p50_us"]; ok {
+				r.set(f.key, ratioOf(r.value("handoff_p50_us"), floor))
+			}
 		}
 	}
 }

@@ -41,7 +41,9 @@ func runRenewal(ctx context.Context, e *env) *ScenarioResult {
 		return ""
 	}
 	e.eachContender(ctx, s, filter, func(ctx context.Context, spec contenderSpec, row *Row) error {
-		c, err := spec.New(contenderConfig{Addr: e.redis.Addr, KeyPrefix: e.keyPrefix("renewal", spec.ID), Renewal: period})
+		cfg := e.contenderConfig(e.keyPrefix("renewal", spec.ID))
+		cfg.Renewal = period
+		c, err := spec.New(cfg)
 		if err != nil {
 			return err
 		}

@@ -23,13 +23,15 @@ import (
 // scaleSpec is the contender the scale scenarios measure.
 const scaleSpec = "rlock-pubsub"
 
-// countingClient is a rueidis client that counts the calls made through it: every Do is one
-// round trip, and so is every DoMulti (its commands are pipelined to a single node).
+// countingClient is a rueidis client that counts the round trips made through it: a Do is
+// one, and a DoMulti one per node its commands go to (rueidis pipelines each node's commands
+// together; there is one node unless owners is set).
 type countingClient struct {
 	rueidis.Client
-	calls    atomic.Int64 // Do and DoMulti calls: round trips
-	cmds     atomic.Int64 // commands sent by them
-	inFlight atomic.Int64 // calls not yet answered
+	owners   map[uint16]string // hash slot -> address of its master, on a cluster
+	calls    atomic.Int64      // round trips
+	cmds     atomic.Int64      // commands sent by them
+	inFlight atomic.Int64      // calls not yet answered
 }
 
 func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -41,11 +43,34 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 }
 
 func (c *countingClient) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
-	c.calls.Add(1)
+	slots := make([]uint16, len(multi))
+	for i := range multi {
+		slots[i] = multi[i].Slot()
+	}
+	c.calls.Add(int64(roundTrips(slots, c.owners)))
 	c.cmds.Add(int64(len(multi)))
 	c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
 	return c.Client.DoMulti(ctx, multi...)
+}
+
+// anySlot is the slot rueidis gives a command without keys (cmds.InitSlot): it goes to the
+// node of the pipeline's other commands, or to any one node.
+const anySlot = uint16(1 << 14)
+
+// roundTrips is the number of nodes a pipeline of commands with these slots goes to: the
+// distinct masters of its slots, at least one. With owners nil (one server) it is one.
+func roundTrips(slots []uint16, owners map[uint16]string) int {
+	if owners == nil || len(slots) == 0 {
+		return 1
+	}
+	nodes := map[string]bool{}
+	for _, s := range slots {
+		if s != anySlot {
+			nodes[owners[s]] = true
+		}
+	}
+	return max(len(nodes), 1)
 }
 
 // liveHeap collects garbage and returns the heap in use and the goroutine stacks in use.
@@ -88,6 +113,9 @@ func runHolds(ctx context.Context, e *env) *ScenarioResult {
 	if e.quick {
 		sizes, periods = sizes[:1], 2
 	}
+	if e.holdSizes != nil {
+		sizes = e.holdSizes
+	}
 	s := &ScenarioResult{
 		ID: "holds",
 		Setup: fmt.Sprintf("One rlock client (PubSub mutex, WatchdogTimeout %v, so renewed every %v) takes N locks of "+
@@ -95,11 +123,12 @@ func runHolds(ctx context.Context, e *env) *ScenarioResult {
 			"Client heap per hold is the live heap (runtime.MemStats HeapAlloc after GC) with the holds taken minus before, "+
 			"over N: the Mutex of each name (NewMutex, measured alone first), its hold and context, and rlock's records. "+
 			"Redis memory per lock is the "+
-			"INFO memory used_memory delta over N. After the first renewal, commands are counted over %d renewal periods "+
+			"INFO memory used_memory delta over N%s. After the first renewal, commands are counted over %d renewal periods "+
 			"(the window starts half a period after a renewal, so it holds exactly %d): round trips are the client's calls "+
-			"(Do, and DoMulti: one round trip however many commands it pipelines) and scripts are EVAL/EVALSHA from "+
-			"INFO commandstats. Lost counts holds whose context ended with ErrLockLost.",
-			3*renewalPeriod, renewalPeriod, joinInts(sizes), periods, periods),
+			"(Do: one; DoMulti: one per node its commands go to, however many it pipelines), per master divides them by "+
+			"%s, and scripts are EVAL/EVALSHA from INFO commandstats%s. "+
+			"Lost counts holds whose context ended with ErrLockLost.",
+			3*renewalPeriod, renewalPeriod, joinInts(sizes), e.overMasters(), periods, periods, e.masters(), e.overMasters()),
 		Columns: []Column{
 			{"heap_per_hold", "client heap/hold", unitBytes},
 			{"heap_per_mutex", "of which the Mutex", unitBytes},
@@ -107,6 +136,7 @@ func runHolds(ctx context.Context, e *env) *ScenarioResult {
 			{"take_all_us", "take all", unitMicros},
 			{"release_all_us", "release all", unitMicros},
 			{"round_trips_per_period", "renewal round trips/period", unitNum1},
+			{"round_trips_per_node_period", "per master", unitNum},
 			{"scripts_per_period", "scripts/period", unitNum1},
 			{"lost", "lost", unitCount},
 		},
@@ -146,12 +176,16 @@ func joinInts(ns []int) string {
 
 // measureHolds is one row of the holds scenario: n holds on one client.
 func measureHolds(ctx context.Context, e *env, n, periods int, row *Row) error {
-	rc, err := newRueidis(e.redis.Addr, nil)
+	owners, err := e.slotOwners(ctx)
+	if err != nil {
+		return err
+	}
+	rc, err := newRueidis(e.redis.Addrs, nil)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	cc := &countingClient{Client: rc}
+	cc := &countingClient{Client: rc, owners: owners}
 	c, err := rlock.New(cc, rlock.Options{KeyPrefix: e.keyPrefix("holds", strconv.Itoa(n)), WatchdogTimeout: 3 * renewalPeriod})
 	if err != nil {
 		return err
@@ -163,7 +197,7 @@ func measureHolds(ctx context.Context, e *env, n, periods int, row *Row) error {
 	hctxs := make([]context.Context, n)
 	holdCtx, cancelHolds := context.WithCancel(ctx)
 	defer cancelHolds()
-	redis0, err := usedMemory(ctx, e.admin)
+	redis0, err := e.usedMemory(ctx)
 	if err != nil {
 		return err
 	}
@@ -209,7 +243,7 @@ func measureHolds(ctx context.Context, e *env, n, periods int, row *Row) error {
 	}
 	row.set("take_all_us", micros(float64(took)))
 	heap1, _ := liveHeap()
-	redis1, err := usedMemory(ctx, e.admin)
+	redis1, err := e.usedMemory(ctx)
 	if err != nil {
 		_, _, _ = release()
 		return err
@@ -240,6 +274,7 @@ func measureHolds(ctx context.Context, e *env, n, periods int, row *Row) error {
 		return err
 	}
 	row.set("round_trips_per_period", float64(calls)/float64(periods))
+	row.set("round_trips_per_node_period", float64(calls)/float64(periods)/float64(len(e.nodes)))
 	row.set("scripts_per_period", float64(counts.Stats.scripts())/float64(periods))
 	row.set("lost", float64(lost))
 	row.set("release_all_us", micros(float64(relTook)))
@@ -282,9 +317,10 @@ func runWaiters(ctx context.Context, e *env) *ScenarioResult {
 			"goroutine has called Lock, the channels are subscribed and the scripts have gone quiet for 300ms: client heap "+
 			"per waiter (HeapAlloc after GC, minus before, over the waiters: the caller's goroutine and closure, its wait in "+
 			"rlock and the shared subscriptions), goroutine stack per waiter (StackInuse delta) and goroutines per waiter "+
-			"(1 is the caller's own); channels is PUBSUB CHANNELS of the lock names, subscriptions the PUBSUB NUMSUB sum over "+
-			"them, connections the waiter client's entries in CLIENT LIST (subscribed: with sub > 0). Then every wait is "+
-			"cancelled; channels left is PUBSUB CHANNELS once the calls have returned and 1s has passed.",
+			"(1 is the caller's own); channels is PUBSUB CHANNELS and SHARDCHANNELS of the lock names, subscriptions the "+
+			"PUBSUB NUMSUB and SHARDNUMSUB sum over them, connections the waiter client's entries in CLIENT LIST (subscribed: "+
+			"with sub or ssub > 0), summed over every node (replicas included). Then every wait is "+
+			"cancelled; channels left are the channels still subscribed once the calls have returned and 1s has passed.",
 			withThousands(names), waiterClientName, per, withThousands(names*per)),
 		Columns: []Column{
 			{"heap_per_waiter", "client heap/waiter", unitBytes},
@@ -322,14 +358,14 @@ func runWaiters(ctx context.Context, e *env) *ScenarioResult {
 // in another.
 func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error {
 	prefix := e.keyPrefix("waiters", scaleSpec)
-	cfg := contenderConfig{Addr: e.redis.Addr, KeyPrefix: prefix}
+	cfg := e.contenderConfig(prefix)
 	hrc, holder, err := dialRlock(cfg)
 	if err != nil {
 		return err
 	}
 	defer hrc.Close()
 	defer holder.Close()
-	wrc, err := newRueidis(e.redis.Addr, func(o *rueidis.ClientOption) { o.ClientName = waiterClientName })
+	wrc, err := newRueidis(e.redis.Addrs, func(o *rueidis.ClientOption) { o.ClientName = waiterClientName })
 	if err != nil {
 		return err
 	}
@@ -375,7 +411,7 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 	var called, acquired atomic.Int64
 	heap0, stack0 := liveHeap()
 	g0 := runtime.NumGoroutine()
-	stats0, err := readServerCPU(ctx, e.admin)
+	stats0, err := e.serverCPU(ctx)
 	if err != nil {
 		return err
 	}
@@ -405,7 +441,7 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 			stop()
 			return ctx.Err()
 		}
-		st, err := readServerCPU(ctx, e.admin)
+		st, err := e.serverCPU(ctx)
 		if err != nil {
 			stop()
 			return err
@@ -414,18 +450,18 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 		if scripts != lastScripts {
 			lastScripts, quietSince = scripts, time.Now()
 		}
-		chans, err := pubsubChannels(ctx, e.admin, channelPattern)
+		ps, err := e.pubsub(ctx, channelPattern)
 		if err != nil {
 			stop()
 			return err
 		}
-		if called.Load() == int64(waiters) && len(chans) >= names && time.Since(quietSince) >= 300*time.Millisecond {
+		if called.Load() == int64(waiters) && ps.Channels >= names && time.Since(quietSince) >= 300*time.Millisecond {
 			break
 		}
 		if time.Now().After(deadline) {
 			stop()
 			return fmt.Errorf("not all waiting after a minute: %d of %d called Lock, %d channels of %d subscribed",
-				called.Load(), waiters, len(chans), names)
+				called.Load(), waiters, ps.Channels, names)
 		}
 	}
 	stop()
@@ -436,17 +472,13 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 	row.set("stack_per_waiter", float64(stack1-stack0)/float64(waiters))
 	row.set("goroutines_per_waiter", float64(g1-g0)/float64(waiters))
 
-	chans, err := pubsubChannels(ctx, e.admin, channelPattern)
+	ps, err := e.pubsub(ctx, channelPattern)
 	if err != nil {
 		return err
 	}
-	row.set("channels", float64(len(chans)))
-	subs, err := pubsubNumsub(ctx, e.admin, chans)
-	if err != nil {
-		return err
-	}
-	row.set("subscriptions", float64(subs))
-	list, err := e.admin.Do(ctx, e.admin.B().ClientList().Build()).ToString()
+	row.set("channels", float64(ps.Channels))
+	row.set("subscriptions", float64(ps.Subscriptions))
+	list, err := e.clientList(ctx)
 	if err != nil {
 		return err
 	}
@@ -459,11 +491,11 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 	wg.Wait()
 	row.set("cancel_all_us", micros(float64(time.Since(start))))
 	sleepCtx(ctx, time.Second)
-	left, err := pubsubChannels(ctx, e.admin, channelPattern)
+	left, err := e.pubsub(ctx, channelPattern)
 	if err != nil {
 		return err
 	}
-	row.set("channels_left", float64(len(left)))
+	row.set("channels_left", float64(left.Channels))
 	var other error
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
@@ -474,26 +506,6 @@ func measureWaiters(ctx context.Context, e *env, names, per int, row *Row) error
 		notef(acquired.Load() > 0, "%d LOCKS ACQUIRED WHILE HELD", acquired.Load()),
 		notef(other != nil, "a wait failed: %v", other))
 	return nil
-}
-
-// pubsubChannels lists the channels matching pattern that have subscribers.
-func pubsubChannels(ctx context.Context, c rueidis.Client, pattern string) ([]string, error) {
-	return c.Do(ctx, c.B().PubsubChannels().Pattern(pattern).Build()).AsStrSlice()
-}
-
-// pubsubNumsub sums the subscribers of channels (PUBSUB NUMSUB, 1,000 channels a call).
-func pubsubNumsub(ctx context.Context, c rueidis.Client, channels []string) (int64, error) {
-	var total int64
-	for chunk := range slices.Chunk(channels, 1000) {
-		m, err := c.Do(ctx, c.B().PubsubNumsub().Channel(chunk...).Build()).AsIntMap()
-		if err != nil {
-			return 0, err
-		}
-		for _, n := range m {
-			total += n
-		}
-	}
-	return total, nil
 }
 
 // clientConnections counts the CLIENT LIST entries named name, and those of them subscribed to

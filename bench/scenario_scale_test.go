@@ -100,12 +100,41 @@ func TestScaleRatios(t *testing.T) {
 	}
 	check("client heap bytes / hold, 10,000 holds", 900, "met")
 	check("renewal round trips / period, 10,000 holds", 100, "met") // limit 101
-	check("rlock fair handoff p50 / floor handoff p50", 0.7, "met")
+	check("rlock fair handoff p50 / publish floor handoff p50", 0.7, "met")
 	check("rlock fair acq/s / max(redsync, bsm/redislock) acq/s", 4000.0/4400, "missed")
 	if r := got["rlock PubSub acq/s / rueidislock acq/s"]; r.Status != "n/a" {
 		t.Errorf("PubSub vs rueidislock without figures: %s", r.Status)
 	}
+	if r := got["renewal round trips / period / master, 10,000 holds"]; r.Status != "n/a" {
+		t.Errorf("round trips per master without the figure: %s", r.Status)
+	}
 	if maxOf(math.NaN(), 3, 5, math.NaN()) != 5 || !math.IsNaN(maxOf(math.NaN())) {
 		t.Error("maxOf")
+	}
+}
+
+// TestClusterRatios: on a cluster the fair handoff is compared with the sharded floor (rlock
+// waits with SSUBSCRIBE there), the scripts-per-period target of the renewal scenario is left
+// out (a script's keys share a slot), and renewal round trips are counted per master.
+func TestClusterRatios(t *testing.T) {
+	res := &Results{Meta: Meta{Topology: topoCluster}, Scenarios: []*ScenarioResult{
+		{ID: "pingpong", Rows: []*Row{{Contender: "rlock-fair",
+			Values: map[string]num{"handoff_vs_floor": 0.5, "handoff_vs_sfloor": 0.9}}}},
+		{ID: "renewal", Rows: []*Row{{Contender: "rlock-pubsub", Values: map[string]num{"scripts_per_period": 7600}}}},
+		{ID: "holds", Rows: []*Row{{Contender: "holds-10000",
+			Values: map[string]num{"round_trips_per_period": 3, "round_trips_per_node_period": 1}}}},
+	}}
+	got := map[string]Ratio{}
+	for _, r := range computeRatios(res) {
+		got[r.Figure] = r
+	}
+	if r := got["rlock fair handoff p50 / spublish floor handoff p50"]; float64(r.Value) != 0.9 || r.Status != "missed" {
+		t.Errorf("fair vs spublish floor = %v %s", r.Value, r.Status)
+	}
+	if _, ok := got["rlock mutex scripts / renewal period"]; ok {
+		t.Error("scripts per period target on a cluster")
+	}
+	if r := got["renewal round trips / period / master, 10,000 holds"]; float64(r.Value) != 1 || r.Status != "met" {
+		t.Errorf("round trips per master = %v %s", r.Value, r.Status)
 	}
 }

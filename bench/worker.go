@@ -22,7 +22,8 @@ const workerEnv = "RLOCK_BENCH_WORKER"
 // workerJob is what one worker process runs.
 type workerJob struct {
 	Contender  string        `json:"contender"`
-	Addr       string        `json:"addr"`
+	Addrs      []string      `json:"addrs"`
+	Cluster    bool          `json:"cluster,omitempty"`
 	KeyPrefix  string        `json:"key_prefix"`
 	Key        string        `json:"key"`
 	Proc       int           `json:"proc"`
@@ -110,7 +111,7 @@ func openWorker(job workerJob) (newOp func(key string, g int) lockOp, closeClien
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := contenderConfig{Addr: job.Addr, KeyPrefix: job.KeyPrefix}
+	cfg := contenderConfig{Addrs: job.Addrs, Cluster: job.Cluster, KeyPrefix: job.KeyPrefix}
 	switch job.Mode {
 	case modeMutex:
 		c, err := spec.New(cfg)
