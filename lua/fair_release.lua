@@ -7,20 +7,9 @@
 -- Returns {remaining hold count, clients woken}, as release.lua. Everything is read before
 -- anything is written: a key of the wrong type or a bad fencing counter (that the head's grant
 -- needs) raises an error with the lock unchanged.
-local owner, req = ARGV[1], ARGV[2]
-local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), '\1k')
-mustBeKind(KEYS[1], '', held[3])
-local n = recorded(held[2], req)
-if n then
-  return {n, 0}
-end
-if not held[1] then
-  return {-1, 0}
-end
-if tonumber(held[1]) > 1 then
-  local count = redis.call('hincrby', KEYS[1], owner, -1)
-  redis.call('hset', KEYS[1], marker(req, owner), req .. ':' .. count)
-  return {count, 0}
+local partial = releaseHold(KEYS[1], ARGV[1], ARGV[2])
+if partial then
+  return partial
 end
 redis.call('llen', KEYS[3])
 redis.call('zcard', KEYS[4])

@@ -75,3 +75,25 @@ local function fence(key, new)
   end
   return tonumber(redis.call('get', key) or '0')
 end
+
+-- releaseHold gives back one hold of owner on Mutex hash H under release request req, unless
+-- it is the owner's last: it returns the reply ({count left, 0}; {-1, 0} when the owner holds
+-- nothing; a repeated request its recorded count), or nil when the last hold must go, which
+-- the caller does (and nothing is written then).
+local function releaseHold(H, owner, req)
+  local held = redis.call('hmget', H, owner, marker(req, owner), '\1k')
+  mustBeKind(H, '', held[3])
+  local n = recorded(held[2], req)
+  if n then
+    return {n, 0}
+  end
+  if not held[1] then
+    return {-1, 0}
+  end
+  if tonumber(held[1]) > 1 then
+    local count = redis.call('hincrby', H, owner, -1)
+    redis.call('hset', H, marker(req, owner), req .. ':' .. count)
+    return {count, 0}
+  end
+  return nil
+end
