@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -19,15 +18,23 @@ type fairScripts struct {
 	keys lockKeys
 	wait time.Duration // FairWaitTimeout passed to the scripts
 	seq  int           // request ids
+	// sharded: the scripts publish with SPUBLISH and messages subscribes with SSUBSCRIBE, as
+	// on a cluster
+	sharded bool
+}
+
+// script returns s's variant for f's deployment.
+func (f *fairScripts) script(s luaScript) luaVariant {
+	if f.sharded {
+		return s.sharded
+	}
+	return s.classic
 }
 
 func newFairScripts(t *testing.T) *fairScripts {
-	addr := os.Getenv("REDIS_ADDR")
-	require.NotEmpty(t, addr, "REDIS_ADDR is set by TestMain")
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	require.NoError(t, err)
-	t.Cleanup(rc.Close)
-	f := &fairScripts{t: t, rc: rc, keys: newLockKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second}
+	rc := testRueidis(t)
+	f := &fairScripts{t: t, rc: rc, keys: newLockKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second,
+		sharded: rc.Mode() == rueidis.ClientModeCluster}
 	t.Cleanup(func() {
 		rc.Do(context.Background(), rc.B().Del().Key(f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence).Build())
 	})
@@ -38,7 +45,7 @@ func (f *fairScripts) acquire(owner, mode string) []int64 {
 	f.t.Helper()
 	f.seq++
 	req := "scripttest00" + strconv.Itoa(f.seq) // a fresh request: the first 12 bytes name the client
-	r, err := fairAcquireScript.classic.Exec(context.Background(), f.rc,
+	r, err := f.script(fairAcquireScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence},
 		[]string{owner, "10000", req, "take", "1", strconv.FormatInt(f.wait.Milliseconds(), 10), mode}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -47,7 +54,7 @@ func (f *fairScripts) acquire(owner, mode string) []int64 {
 
 func (f *fairScripts) release(owner, request string) int64 {
 	f.t.Helper()
-	r, err := releaseScript.classic.Exec(context.Background(), f.rc,
+	r, err := f.script(releaseScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.channel, f.keys.queue, f.keys.deadlines},
 		[]string{owner, request, addressedPrefix, "1"}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -56,7 +63,7 @@ func (f *fairScripts) release(owner, request string) int64 {
 
 func (f *fairScripts) leave(owner string) int64 {
 	f.t.Helper()
-	n, err := fairLeaveScript.classic.Exec(context.Background(), f.rc,
+	n, err := f.script(fairLeaveScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.channel},
 		[]string{owner, addressedPrefix}).AsInt64()
 	require.NoError(f.t, err)
@@ -94,17 +101,24 @@ func (f *fairScripts) messages() <-chan string {
 	go func() {
 		defer close(done)
 		hook := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-			if s.Kind == "subscribe" {
+			if s.Kind == "subscribe" || s.Kind == "ssubscribe" {
 				close(ready)
 			}
 		})
-		_ = f.rc.Receive(hook, f.rc.B().Subscribe().Channel(f.keys.channel).Build(),
-			func(m rueidis.PubSubMessage) { ch <- m.Message })
+		sub := f.rc.B().Subscribe().Channel(f.keys.channel).Build()
+		if f.sharded {
+			sub = f.rc.B().Ssubscribe().Channel(f.keys.channel).Build()
+		}
+		_ = f.rc.Receive(hook, sub, func(m rueidis.PubSubMessage) { ch <- m.Message })
 	}()
 	f.t.Cleanup(func() {
 		cancel()
 		<-done
-		f.rc.Do(context.Background(), f.rc.B().Unsubscribe().Channel(f.keys.channel).Build())
+		unsub := f.rc.B().Unsubscribe().Channel(f.keys.channel).Build()
+		if f.sharded {
+			unsub = f.rc.B().Sunsubscribe().Channel(f.keys.channel).Build()
+		}
+		f.rc.Do(context.Background(), unsub)
 	})
 	<-ready
 	return ch
