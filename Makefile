@@ -1,6 +1,8 @@
-# rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server;
-# `make bench` runs the benchmark comparison (bench/, its own module). otel/ (rlockotel) is a
-# module of its own too, vetted and tested with the root.
+# rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server,
+# then the root package's suite again on a throwaway Redis Cluster and on a throwaway Sentinel
+# deployment, and short failover tests on deployments of their own; `make bench` runs the
+# benchmark comparison (bench/, its own module). otel/ (rlockotel) is a module of its own too,
+# vetted and tested with the root.
 GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
@@ -22,9 +24,16 @@ gotest:
 	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
 	cd otel && $(GO) test -race -count=1 ./...
-	# On a throwaway 3+3 Redis Cluster: wake-ups by sharded pub/sub, nothing left subscribed on
-	# any node, renewals per period (the rest of the suite runs on the standalone server).
-	scripts/with-cluster.sh $(GO) test -race -count=1 -run '^TestClusterSmoke' .
+	# The root suite on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel
+	# deployment (a primary, 2 replicas, 3 sentinels): every test checks that nothing is left
+	# subscribed on any node.
+	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 $(TESTFLAGS) .
+	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 $(TESTFLAGS) .
+	# Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9
+	# of the lock's master with a hold and waiters, and SENTINEL FAILOVER.
+	CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
+		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s)$$' .
+	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' .
 
 # The chaos test alone, longer than in make test: 4 configurations of 15s each by default
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).

@@ -25,7 +25,7 @@ var (
 // its pipelined steady state, as a service runs it; "serial" is one goroutine alone.
 func BenchmarkLockUnlock(b *testing.B) {
 	e := newEnv(b)
-	rc := newRueidis(b, redisAddr)
+	rc := e.rueidis()
 	c, err := rlock.New(rc, rlock.Options{KeyPrefix: e.prefix})
 	if err != nil {
 		b.Fatal(err)

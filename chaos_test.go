@@ -148,7 +148,11 @@ func TestChaos(t *testing.T) {
 func runChaos(t *testing.T, kind, wait string) {
 	e := newEnv(t)
 	r := newChaosRun(e.prefix)
-	killerRC, monitorRC := newRueidis(t, redisAddr), newRueidis(t, redisAddr)
+	var killers []node // connections of their own: CLIENT KILL spares the connection that sends it
+	for _, a := range e.dep.Data {
+		killers = append(killers, newNode(t, a))
+	}
+	monitorRC := e.rueidis()
 
 	children := make([]*child, chaosProcs)
 	for p := range children {
@@ -161,7 +165,7 @@ func runChaos(t *testing.T, kind, wait string) {
 	stopKiller, stopMonitor := make(chan struct{}), make(chan struct{})
 	if *chaosFaults {
 		bgWG.Add(1)
-		go func() { defer bgWG.Done(); r.kill(killerRC, stopKiller) }()
+		go func() { defer bgWG.Done(); r.kill(killers, stopKiller) }()
 	}
 	bgWG.Add(1)
 	go func() { defer bgWG.Done(); r.monitor(monitorRC, stopMonitor) }()
@@ -616,9 +620,10 @@ type chaosSample struct {
 	hold     *chaosHold
 }
 
-// kill sends CLIENT KILL TYPE normal and TYPE pubsub alternately, every 20-300 ms, until stop
-// is closed. CLIENT KILL skips the connection that sends it. Errors are counted and skipped.
-func (r *chaosRun) kill(rc rueidis.Client, stop <-chan struct{}) {
+// kill sends CLIENT KILL TYPE normal and TYPE pubsub alternately to every data node, every
+// 20-300 ms, until stop is closed. CLIENT KILL skips the connection that sends it. Errors are
+// counted and skipped.
+func (r *chaosRun) kill(nodes []node, stop <-chan struct{}) {
 	types := [2]string{"normal", "pubsub"}
 	for i := 0; ; i++ {
 		select {
@@ -626,15 +631,17 @@ func (r *chaosRun) kill(rc rueidis.Client, stop <-chan struct{}) {
 			return
 		case <-time.After(time.Duration(20+rand.IntN(281)) * time.Millisecond):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		n, err := rc.Do(ctx, rc.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
-		cancel()
-		if err != nil {
-			r.killErrs.Add(1)
-			continue
+		for _, n := range nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			k, err := n.rc.Do(ctx, n.rc.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
+			cancel()
+			if err != nil {
+				r.killErrs.Add(1)
+				continue
+			}
+			r.kills.Add(1)
+			r.killed.Add(k)
 		}
-		r.kills.Add(1)
-		r.killed.Add(n)
 	}
 }
 
@@ -655,7 +662,9 @@ type chaosSnapshot struct {
 // with NUL or \x01 are internal. A hold counts while its lease has not run out (a field with no
 // lease counts too).
 func (r *chaosRun) monitor(rc rueidis.Client, stop <-chan struct{}) {
-	cmds := rueidis.Commands{rc.B().Time().Build().Pin()}
+	// TIME first, on its own: a cluster client does not mix it with keyed commands.
+	clock := rc.B().Time().Build().Pin()
+	var cmds rueidis.Commands
 	for _, l := range chaosLocks {
 		base := r.prefix + ":{" + l.name + "}"
 		cmds = append(cmds, rc.B().Hgetall().Key(base).Build().Pin(),
@@ -675,7 +684,7 @@ func (r *chaosRun) monitor(rc rueidis.Client, stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		res := rc.DoMulti(ctx, cmds...)
+		res := append([]rueidis.RedisResult{rc.Do(ctx, clock)}, rc.DoMulti(ctx, cmds...)...)
 		cancel()
 		snap, err := chaosRead(res)
 		if err != nil {
@@ -1172,7 +1181,12 @@ func runChaosChild() int {
 		return 2
 	}
 	clientName := fmt.Sprintf("rlock-chaos-%s-%d", os.Getenv("PREFIX"), proc)
-	rc, err := chaosRueidis(os.Getenv("REDIS_ADDR"), clientName)
+	d, err := rlock.DeploymentFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 2
+	}
+	rc, err := chaosRueidis(d, clientName)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
@@ -1224,7 +1238,7 @@ func runChaosChild() int {
 	case <-done:
 		// Every hold was released: nothing is left for Close to drop.
 		err := c.Close()
-		left := chaosSubscriptionsLeft(rc, clientName)
+		left := chaosSubscriptionsLeft(d, clientName)
 		rc.Close()
 		log.close()
 		if err != nil {
@@ -1235,7 +1249,7 @@ func runChaosChild() int {
 			fmt.Fprintf(os.Stderr, "chaos child %d: after Close: %v\n", proc, left)
 			return 4
 		}
-		if err := goleak.Find(goroutinesBefore); err != nil {
+		if err := goleak.Find(goroutinesBefore, ignoreRueidisRefresh, ignoreRueidisReplaced); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos child %d: goroutines left after Close: %v\n", proc, err)
 			return 4
 		}
@@ -1253,13 +1267,15 @@ func runChaosChild() int {
 	}
 }
 
-// chaosRueidis connects to addr with client name name on every connection, retrying for a
-// while: the parent's killer may already be closing connections, the first one included.
-func chaosRueidis(addr, name string) (rueidis.Client, error) {
+// chaosRueidis connects to d with client name name on every connection, retrying for a while:
+// the parent's killer may already be closing connections, the first one included.
+func chaosRueidis(d rlock.Deployment, name string) (rueidis.Client, error) {
+	o := d.ClientOption()
+	o.ClientName = name
 	var err error
 	for range 50 {
 		var rc rueidis.Client
-		if rc, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ClientName: name}); err == nil {
+		if rc, err = rueidis.NewClient(o); err == nil {
 			return rc, nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -1268,15 +1284,41 @@ func chaosRueidis(addr, name string) (rueidis.Client, error) {
 }
 
 // chaosSubscriptionsLeft returns an error naming the connections called name (this child's)
-// that Redis shows subscribed to anything, nil when there are none. An UNSUBSCRIBE sent by Close
-// may still be on its way: it retries for up to 3 s (also through the killer's kills).
-func chaosSubscriptionsLeft(rc rueidis.Client, name string) error {
+// that a data node of d shows subscribed to anything, nil when there are none. An UNSUBSCRIBE
+// sent by Close may still be on its way: it asks each node again, until it answers with none
+// of them, for up to 3 s (also through the killer's kills).
+func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
+	pending := map[string]*node{} // nil until connected
+	for _, a := range d.Data {
+		pending[a] = nil
+	}
+	defer func() {
+		for _, n := range pending {
+			if n != nil {
+				n.rc.Close()
+			}
+		}
+	}()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		list, err := rc.Do(ctx, rc.B().ClientList().Build()).ToString()
-		cancel()
-		if err == nil {
+		var errs []error
+		for a, n := range pending {
+			if n == nil {
+				c, err := openNode(a)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", a, err))
+					continue
+				}
+				n = &c
+				pending[a] = n
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			list, err := n.rc.Do(ctx, n.rc.B().ClientList().Build()).ToString()
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a, err))
+				continue
+			}
 			var subscribed []string
 			for line := range strings.Lines(list) {
 				f := make(map[string]string)
@@ -1291,12 +1333,17 @@ func chaosSubscriptionsLeft(rc rueidis.Client, name string) error {
 				}
 			}
 			if len(subscribed) == 0 {
-				return nil
+				n.rc.Close()
+				delete(pending, a)
+				continue
 			}
-			err = fmt.Errorf("connections still subscribed: %s", strings.Join(subscribed, "; "))
+			errs = append(errs, fmt.Errorf("%s: connections still subscribed: %s", a, strings.Join(subscribed, "; ")))
+		}
+		if len(pending) == 0 {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return err
+			return errors.Join(errs...)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -27,41 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// csNode is one cluster node reached directly (not through cluster routing).
-type csNode struct {
-	addr string
-	rc   rueidis.Client
-}
-
-func (n csNode) do(t testing.TB, args ...string) rueidis.RedisResult {
-	t.Helper()
-	return n.rc.Do(context.Background(), n.rc.B().Arbitrary(args...).Build())
-}
-
-// role is "master" or "slave", as INFO replication says now.
-func (n csNode) role(t testing.TB) string {
-	info, err := n.do(t, "INFO", "replication").ToString()
-	require.NoError(t, err)
-	for _, l := range strings.Split(info, "\r\n") {
-		if r, ok := strings.CutPrefix(l, "role:"); ok {
-			return r
-		}
-	}
-	return "?"
-}
-
-// channels lists the classic and the sharded channels matching pattern subscribed on n.
-func (n csNode) channels(t testing.TB, pattern string) (classic, sharded []string) {
-	t.Helper()
-	classic, err := n.do(t, "PUBSUB", "CHANNELS", pattern).AsStrSlice()
-	require.NoError(t, err)
-	sharded, err = n.do(t, "PUBSUB", "SHARDCHANNELS", pattern).AsStrSlice()
-	require.NoError(t, err)
-	return classic, sharded
-}
-
 // scriptCalls is the number of EVALSHA and EVAL calls n has run (INFO commandstats).
-func (n csNode) scriptCalls(t testing.TB) int64 {
+func (n node) scriptCalls(t testing.TB) int64 {
 	t.Helper()
 	info, err := n.do(t, "INFO", "commandstats").ToString()
 	require.NoError(t, err)
@@ -84,7 +51,7 @@ func (n csNode) scriptCalls(t testing.TB) int64 {
 // csCluster is the cluster at REDIS_CLUSTER_ADDRS; it skips t when that is not set.
 type csCluster struct {
 	addrs []string
-	nodes []csNode
+	nodes []node
 }
 
 func clusterFromEnv(t *testing.T) *csCluster {
@@ -95,11 +62,7 @@ func clusterFromEnv(t *testing.T) *csCluster {
 	}
 	c := &csCluster{addrs: strings.Split(env, ",")}
 	for _, a := range c.addrs {
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, DisableCache: true,
-			ForceSingleClient: true})
-		require.NoError(t, err)
-		t.Cleanup(rc.Close)
-		c.nodes = append(c.nodes, csNode{addr: a, rc: rc})
+		c.nodes = append(c.nodes, newNode(t, a))
 	}
 	return c
 }
@@ -116,8 +79,8 @@ func (c *csCluster) client(t *testing.T) rueidis.Client {
 }
 
 // masters are the nodes that are masters now.
-func (c *csCluster) masters(t *testing.T) []csNode {
-	var ms []csNode
+func (c *csCluster) masters(t *testing.T) []node {
+	var ms []node
 	for _, n := range c.nodes {
 		if n.role(t) == "master" {
 			ms = append(ms, n)
@@ -436,14 +399,14 @@ func TestClusterSmoke_renewalScripts(t *testing.T) {
 	const holds = 1000
 	const watchdog = 3 * time.Second // a renewal pass every second
 	const periods = 5
-	standalone := csNode{addr: redisAddr, rc: newRueidis(t, redisAddr)}
+	standalone := node{addr: redisAddr, rc: newRueidis(t, redisAddr)}
 	topologies := []struct {
 		name  string
 		rc    func(t *testing.T) rueidis.Client
-		nodes func(t *testing.T) []csNode
+		nodes func(t *testing.T) []node
 	}{
 		{"standalone", func(t *testing.T) rueidis.Client { return newRueidis(t, redisAddr) },
-			func(*testing.T) []csNode { return []csNode{standalone} }},
+			func(*testing.T) []node { return []node{standalone} }},
 		{"cluster", c.client, c.masters},
 	}
 	for _, topo := range topologies {

@@ -2,22 +2,17 @@ package rlock
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// internalClient returns a Client on REDIS_ADDR with a key prefix of its own, closed when the
-// test ends.
+// internalClient returns a Client of the tests' deployment with a key prefix of its own,
+// closed when the test ends.
 func internalClient(t *testing.T, prefix string) *Client {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
-	require.NoError(t, err)
-	t.Cleanup(rc.Close)
-	c, err := New(rc, Options{KeyPrefix: prefix})
+	c, err := New(testRueidis(t), Options{KeyPrefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

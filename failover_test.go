@@ -1,7 +1,8 @@
 package rlock_test
 
 // Failover measurements (issue 8): what a hold, a waiter and a second client see when Redis
-// fails over. Every test skips unless its topology is set up, so make test is unaffected:
+// fails over. Every test skips unless its deployment is set up, and on the deployment that the
+// rest of the suite runs on (rlock.TopologyEnv):
 //
 //	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v .
 //	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v .
@@ -11,8 +12,10 @@ package rlock_test
 // after the holder let go, a subscription left behind; double grants with a lagging replica
 // are what replication allows, and are only counted, as are holds with a short lease lost to a
 // kill -9 failover. The trial counts can be changed with RLOCK_FAILOVER_TRIALS (cluster, default
-// 20), RLOCK_FAILOVER_KILL_ROUNDS (default 4) and RLOCK_FAILOVER_SENTINEL_TRIALS (default 3).
-// The cluster tests take about 2.5 minutes in all, the Sentinel ones about 3.
+// 20), RLOCK_FAILOVER_KILL_ROUNDS (default 4), RLOCK_FAILOVER_SENTINEL_TRIALS (default 3) and
+// RLOCK_FAILOVER_ROUNDS (the in-sync tests, default 2). The cluster tests take about 2.5
+// minutes in all, the Sentinel ones about 3. make test runs the in-sync ones and the kill -9
+// one with a 6s lease, one round each.
 
 import (
 	"bufio"
@@ -42,51 +45,16 @@ import (
 
 // foDo runs a command on one node with a timeout of its own (a stopped node must not hang
 // the test).
-func foDo(n csNode, args ...string) rueidis.RedisResult {
+func foDo(n node, args ...string) rueidis.RedisResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return n.rc.Do(ctx, n.rc.B().Arbitrary(args...).Build())
-}
-
-// foInfo returns the fields of an INFO section of n.
-func foInfo(n csNode, section string) (map[string]string, error) {
-	s, err := foDo(n, "INFO", section).ToString()
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, l := range strings.Split(s, "\r\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok {
-			m[k] = v
-		}
-	}
-	return m, nil
-}
-
-// foPID is the process id of the server n (INFO server).
-func foPID(t *testing.T, n csNode) int {
-	t.Helper()
-	info, err := foInfo(n, "server")
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(info["process_id"])
-	require.NoError(t, err)
-	return pid
 }
 
 // foSignal sends sig to the process pid (a server that one of the with-* scripts started).
 func foSignal(t *testing.T, pid int, sig syscall.Signal) {
 	t.Helper()
 	require.NoError(t, syscall.Kill(pid, sig))
-}
-
-// foNewNode returns a direct (non-cluster) client of addr, closed when the test ends.
-func foNewNode(t *testing.T, addr string) csNode {
-	t.Helper()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true,
-		ForceSingleClient: true})
-	require.NoError(t, err)
-	t.Cleanup(rc.Close)
-	return csNode{addr: addr, rc: rc}
 }
 
 // foRaw is a bare RESP connection: for a command that must be queued on a stopped server, and
@@ -262,6 +230,17 @@ func foTrials(env string, def int) int {
 	return def
 }
 
+// foNotTheSuites skips t when the rest of the suite runs on the deployment of topology: a
+// failover would disturb the tests after it. make test runs the failover tests on a
+// deployment of their own, with the suite on the standalone server.
+func foNotTheSuites(t *testing.T, topology string) {
+	t.Helper()
+	if suite.Topology == topology {
+		t.Skipf("fails the %s over, which the other tests run on (%s=%s): run it with the suite on "+
+			"the standalone server (%s unset)", topology, rlock.TopologyEnv, topology, rlock.TopologyEnv)
+	}
+}
+
 // foPrefix is a key prefix of its own for one test.
 func foPrefix() string { return fmt.Sprintf("rlfo%d-%d", os.Getpid(), prefixSeq.Add(1)) }
 
@@ -271,7 +250,7 @@ func foPrefix() string { return fmt.Sprintf("rlfo%d-%d", os.Getpid(), prefixSeq.
 // after a test killed it.
 type foCluster struct {
 	*csCluster
-	byAddr map[string]csNode
+	byAddr map[string]node
 	top    *testing.T // the test that made it: nodes started again run until it ends
 }
 
@@ -291,18 +270,15 @@ func foClusterFromEnv(t *testing.T) *foCluster {
 	if env == "" {
 		t.Skip("REDIS_CLUSTER_ADDRS is not set (scripts/with-cluster.sh sets it)")
 	}
-	// Registered first, so it runs after every client's Close: a rueidis cluster client that
-	// got a MOVED schedules a slot map refresh up to 1s later (singleflight DelayDo), whose
-	// goroutine outlives Close until then; the package's leak check would count it.
-	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) })
-	f := &foCluster{csCluster: &csCluster{addrs: strings.Split(env, ",")}, byAddr: map[string]csNode{}, top: t}
+	foNotTheSuites(t, "cluster")
+	f := &foCluster{csCluster: &csCluster{addrs: strings.Split(env, ",")}, byAddr: map[string]node{}, top: t}
 	for _, a := range f.addrs {
 		// A node that an earlier test of this file killed (and whose replacement that test
 		// stopped when it ended) is started again, as a process of this test.
 		if !foPings(a) {
 			f.restart(t, a)
 		}
-		n := foNewNode(t, a)
+		n := newNode(t, a)
 		f.nodes = append(f.nodes, n)
 		f.byAddr[a] = n
 	}
@@ -364,7 +340,7 @@ func (f *foCluster) restart(t *testing.T, addr string) {
 }
 
 // slotsOf is the slot map as node n sees it: one owner address per slot range.
-func (f *foCluster) slotsOf(n csNode) (map[[2]int64]string, error) {
+func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
 	shards, err := foDo(n, "CLUSTER", "SLOTS").ToArray()
 	if err != nil {
 		return nil, err
@@ -408,7 +384,7 @@ func (f *foCluster) unhealthy() string {
 				return n.addr + ": a node is failing or in handshake: " + l
 			}
 		}
-		info, err := foInfo(n, "replication")
+		info, err := n.info("replication")
 		if err != nil {
 			return n.addr + ": " + err.Error()
 		}
@@ -467,10 +443,10 @@ func (f *foCluster) waitHealthy(t *testing.T, d time.Duration) {
 }
 
 // shard returns the master that owns key's slot now and its replica.
-func (f *foCluster) shard(t *testing.T, key string) (m, r csNode) {
+func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 	t.Helper()
 	m = f.byAddr[f.ownerOf(t, key)]
-	info, err := foInfo(m, "replication")
+	info, err := m.info("replication")
 	require.NoError(t, err)
 	require.Equal(t, "master", info["role"], m.addr)
 	var port string
@@ -507,18 +483,18 @@ func (f *foCluster) ownerOf(t *testing.T, key string) string {
 }
 
 // inSync waits until r has replicated everything m has.
-func foWaitInSync(t *testing.T, m, r csNode) {
+func foWaitInSync(t *testing.T, m, r node) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		mi, err1 := foInfo(m, "replication")
-		ri, err2 := foInfo(r, "replication")
+		mi, err1 := m.info("replication")
+		ri, err2 := r.info("replication")
 		return err1 == nil && err2 == nil && mi["master_repl_offset"] != "" &&
 			mi["master_repl_offset"] == ri["slave_repl_offset"]
 	}, 10*time.Second, 10*time.Millisecond, "%s did not catch up with %s", r.addr, m.addr)
 }
 
-func foRole(n csNode) string {
-	info, err := foInfo(n, "replication")
+func foRole(n node) string {
+	info, err := n.info("replication")
 	if err != nil {
 		return "down"
 	}
@@ -619,7 +595,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		f.waitHealthy(t, 30*time.Second)
 		name := fmt.Sprintf("lag%d", i)
 		m, r := f.shard(t, prefix+":{"+name+"}")
-		rpid := foPID(t, r)
+		rpid := r.pid(t)
 		// rueidis refreshes its slot map only after a MOVED (within 1s): make sure both clients
 		// send this slot to its master, or the stopped replica would hang the trial's commands
 		// (a command sent to a stopped node waits about 10s for rueidis' timeout).
@@ -766,10 +742,10 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 // bound); the handoff is compared with the same handoff before the failover. Where the waiters'
 // sharded subscriptions are afterwards is reported (Redis 7.0 leaves them on the old master, now
 // a replica, which still delivers the shard's messages). Nothing may stay subscribed. Two rounds
-// (the second fails back, and releases the locks in the other order).
+// by default (the second fails back, and releases the locks in the other order).
 func TestFailover_clusterGraceful(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range 2 {
+	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "graceful", round) })
 	}
 }
@@ -780,7 +756,7 @@ func TestFailover_clusterGraceful(t *testing.T) {
 // test ends).
 func TestFailover_clusterKill(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range 2 {
+	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "kill", round) })
 	}
 }
@@ -815,7 +791,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
 
 	channel := func(kind string) string { return prefix + ":{" + names[kind] + "}:ch" }
-	subscribedOn := func(n csNode, ch string) bool {
+	subscribedOn := func(n node, ch string) bool {
 		sharded, err := foDo(n, "PUBSUB", "SHARDCHANNELS", ch).AsStrSlice()
 		return err == nil && len(sharded) > 0
 	}
@@ -826,7 +802,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 	// wait starts a waiter for kind and returns where its result arrives once it has
 	// subscribed on node n.
-	wait := func(kind string, mk mutexMaker, n csNode) chan result {
+	wait := func(kind string, mk mutexMaker, n node) chan result {
 		got := make(chan result, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 60*time.Second)
@@ -885,7 +861,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	case "graceful":
 		require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
 	case "kill":
-		foSignal(t, foPID(t, m), syscall.SIGKILL)
+		foSignal(t, m.pid(t), syscall.SIGKILL)
 	}
 	var promoted time.Duration
 	require.Eventually(t, func() bool {
@@ -1006,7 +982,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		foWaitInSync(t, m, r)
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		start := time.Now()
-		foSignal(t, foPID(t, m), syscall.SIGKILL)
+		foSignal(t, m.pid(t), syscall.SIGKILL)
 		var promoted time.Duration
 		require.Eventually(t, func() bool {
 			if foRole(r) == "master" {
@@ -1066,8 +1042,8 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 // foSentinel is the Sentinel deployment of scripts/with-sentinel.sh.
 type foSentinel struct {
 	master    string
-	sentinels []csNode
-	data      []csNode
+	sentinels []node
+	data      []node
 	addrs     []string // sentinel addresses
 }
 
@@ -1077,12 +1053,13 @@ func foSentinelFromEnv(t *testing.T) *foSentinel {
 	if env == "" {
 		t.Skip("REDIS_SENTINEL_ADDRS is not set (scripts/with-sentinel.sh sets it)")
 	}
+	foNotTheSuites(t, "sentinel")
 	s := &foSentinel{master: os.Getenv("REDIS_SENTINEL_MASTER"), addrs: strings.Split(env, ",")}
 	for _, a := range s.addrs {
-		s.sentinels = append(s.sentinels, foNewNode(t, a))
+		s.sentinels = append(s.sentinels, newNode(t, a))
 	}
 	for _, a := range strings.Split(os.Getenv("REDIS_SENTINEL_DATA"), ",") {
-		s.data = append(s.data, foNewNode(t, a))
+		s.data = append(s.data, newNode(t, a))
 	}
 	return s
 }
@@ -1099,7 +1076,7 @@ func (s *foSentinel) client(t *testing.T, refresh time.Duration) rueidis.Client 
 }
 
 // roles returns the data node that is primary now and the replicas.
-func (s *foSentinel) roles(t *testing.T) (p csNode, replicas []csNode) {
+func (s *foSentinel) roles(t *testing.T) (p node, replicas []node) {
 	t.Helper()
 	for _, n := range s.data {
 		if foRole(n) == "master" {
@@ -1116,9 +1093,9 @@ func (s *foSentinel) roles(t *testing.T) (p csNode, replicas []csNode) {
 // online, replicas linked and synced, and every sentinel naming that primary, with no failover
 // in progress, and seeing 2 healthy replicas and 2 other sentinels.
 func (s *foSentinel) unhealthy() string {
-	var p csNode
+	var p node
 	for _, n := range s.data {
-		info, err := foInfo(n, "replication")
+		info, err := n.info("replication")
 		if err != nil {
 			return n.addr + ": " + err.Error()
 		}
@@ -1351,13 +1328,13 @@ func foDur(d time.Duration) string {
 }
 
 // TestFailover_sentinelInSync: a hold (WatchdogTimeout 6s) and a waiter across SENTINEL
-// FAILOVER with in-sync replicas, twice. Reported: when each sentinel announced +switch-master,
+// FAILOVER with in-sync replicas, twice by default. Reported: when each sentinel announced +switch-master,
 // when the old primary turned replica, when rueidis clients moved to the new primary (one that
 // only listens for +switch-master, the default, and one with TopologyRefreshInterval 1s),
 // whether the hold survived, and the handoff to the waiter afterwards.
 func TestFailover_sentinelInSync(t *testing.T) {
 	s := foSentinelFromEnv(t)
-	for round := range 2 {
+	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
 			s.waitHealthy(t, 40*time.Second)
 			events := s.watchEvents(t)
@@ -1403,7 +1380,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 			require.NoError(t, foDo(s.sentinels[0], "SENTINEL", "FAILOVER", s.master).Error())
 			// Until every client moved and the old primary is a replica, or 30s.
 			var demoted time.Duration = -1
-			var newP csNode
+			var newP node
 			for time.Since(start) < 30*time.Second {
 				if demoted < 0 && foRole(p) == "slave" {
 					demoted = time.Since(start)
@@ -1508,7 +1485,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		var pids []int
 		for _, r := range reps {
-			pids = append(pids, foPID(t, r))
+			pids = append(pids, r.pid(t))
 		}
 		for _, pid := range pids {
 			foSignal(t, pid, syscall.SIGSTOP)

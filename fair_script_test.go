@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,15 +19,23 @@ type fairScripts struct {
 	keys lockKeys
 	wait time.Duration // FairWaitTimeout passed to the scripts
 	seq  int           // request ids
+	// sharded: the scripts publish with SPUBLISH and messages subscribes with SSUBSCRIBE, as
+	// on a cluster
+	sharded bool
+}
+
+// script returns s's variant for f's deployment.
+func (f *fairScripts) script(s luaScript) luaVariant {
+	if f.sharded {
+		return s.sharded
+	}
+	return s.classic
 }
 
 func newFairScripts(t *testing.T) *fairScripts {
-	addr := os.Getenv("REDIS_ADDR")
-	require.NotEmpty(t, addr, "REDIS_ADDR is set by TestMain")
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	require.NoError(t, err)
-	t.Cleanup(rc.Close)
-	f := &fairScripts{t: t, rc: rc, keys: newLockKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second}
+	rc := testRueidis(t)
+	f := &fairScripts{t: t, rc: rc, keys: newLockKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second,
+		sharded: rc.Mode() == rueidis.ClientModeCluster}
 	t.Cleanup(func() {
 		rc.Do(context.Background(), rc.B().Del().Key(f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence).Build())
 	})
@@ -46,7 +53,7 @@ func (f *fairScripts) acquire(owner, req, mode string) []int64 {
 
 func (f *fairScripts) acquireClaim(owner, req, mode, claim string) []int64 {
 	f.t.Helper()
-	r, err := fairAcquireScript.classic.Exec(context.Background(), f.rc,
+	r, err := f.script(fairAcquireScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence},
 		[]string{owner, "10000", req, "take", "1", strconv.FormatInt(f.wait.Milliseconds(), 10), mode, claim}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -55,7 +62,7 @@ func (f *fairScripts) acquireClaim(owner, req, mode, claim string) []int64 {
 
 func (f *fairScripts) release(owner, request string) int64 {
 	f.t.Helper()
-	r, err := fairReleaseScript.classic.Exec(context.Background(), f.rc,
+	r, err := f.script(fairReleaseScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.channel, f.keys.queue, f.keys.deadlines, f.keys.fence},
 		[]string{owner, request}).AsIntSlice()
 	require.NoError(f.t, err)
@@ -65,7 +72,7 @@ func (f *fairScripts) release(owner, request string) int64 {
 // leave removes owner's call req (asking for claim claimMs) from the queue.
 func (f *fairScripts) leave(owner, req string) int64 {
 	f.t.Helper()
-	n, err := fairLeaveScript.classic.Exec(context.Background(), f.rc,
+	n, err := f.script(fairLeaveScript).Exec(context.Background(), f.rc,
 		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.channel, f.keys.fence},
 		[]string{owner, req, claimMs, "1"}).AsInt64()
 	require.NoError(f.t, err)
@@ -113,17 +120,24 @@ func (f *fairScripts) messages() <-chan string {
 	go func() {
 		defer close(done)
 		hook := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-			if s.Kind == "subscribe" {
+			if s.Kind == "subscribe" || s.Kind == "ssubscribe" {
 				close(ready)
 			}
 		})
-		_ = f.rc.Receive(hook, f.rc.B().Subscribe().Channel(f.keys.channel).Build(),
-			func(m rueidis.PubSubMessage) { ch <- m.Message })
+		sub := f.rc.B().Subscribe().Channel(f.keys.channel).Build()
+		if f.sharded {
+			sub = f.rc.B().Ssubscribe().Channel(f.keys.channel).Build()
+		}
+		_ = f.rc.Receive(hook, sub, func(m rueidis.PubSubMessage) { ch <- m.Message })
 	}()
 	f.t.Cleanup(func() {
 		cancel()
 		<-done
-		f.rc.Do(context.Background(), f.rc.B().Unsubscribe().Channel(f.keys.channel).Build())
+		unsub := f.rc.B().Unsubscribe().Channel(f.keys.channel).Build()
+		if f.sharded {
+			unsub = f.rc.B().Sunsubscribe().Channel(f.keys.channel).Build()
+		}
+		f.rc.Do(context.Background(), unsub)
 	})
 	<-ready
 	return ch
@@ -277,7 +291,7 @@ func TestSemScripts_resolveStoresLapsedPermits(t *testing.T) {
 	keys := []string{f.keys.lock, f.keys.leases, f.keys.queue, f.keys.deadlines, f.keys.channel}
 	t.Cleanup(func() { f.rc.Do(context.Background(), f.rc.B().Del().Key(keys...).Build()) })
 	acquire := func(id, mode, lease string) []int64 {
-		r, err := semAcquireScript.classic.Exec(context.Background(), f.rc, keys,
+		r, err := f.script(semAcquireScript).Exec(context.Background(), f.rc, keys,
 			[]string{id, lease, id, mode, "2", "1", "5000", "wait", "0"}).AsIntSlice()
 		require.NoError(t, err)
 		return r

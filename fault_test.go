@@ -3,12 +3,8 @@ package rlock_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,8 +80,7 @@ func TestFault_pubsubConnectionKilled(t *testing.T) {
 		} else {
 			time.Sleep(50 * time.Millisecond)
 		}
-		killed, err := e.do("CLIENT", "KILL", "TYPE", "pubsub").AsInt64()
-		require.NoError(t, err)
+		killed := e.killClients("pubsub")
 		if wait.String() == "pubsub" {
 			assert.Positive(t, killed)
 		}
@@ -104,93 +99,18 @@ func TestFault_scriptFlush(t *testing.T) {
 		require.NoError(t, err)
 		done := startWaiters(m, 3)
 		time.Sleep(50 * time.Millisecond)
-		require.NoError(t, e.do("SCRIPT", "FLUSH").Error())
+		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
 		inner, err := m.Lock(h)
 		require.NoError(t, err, "re-entry after SCRIPT FLUSH")
 		require.NoError(t, m.Unlock(inner))
 		require.NoError(t, m.Unlock(h))
 		requireAll(t, done, 3, 5*time.Second)
 		time.Sleep(time.Second) // across renewals of a re-flushed cache
-		require.NoError(t, e.do("SCRIPT", "FLUSH").Error())
+		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
 		locked, err := m.IsLocked(bg)
 		require.NoError(t, err)
 		assert.False(t, locked)
 	})
-}
-
-// debugSleep blocks the whole server for d (DEBUG SLEEP) from a connection of its own.
-func debugSleep(t *testing.T, e *env, d time.Duration) <-chan error {
-	needsThrowaway(t)
-	rc := newRueidis(t, e.addr)
-	done := make(chan error, 1)
-	go func() {
-		done <- rc.Do(bg, rc.B().Arbitrary("DEBUG", "SLEEP", strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Build()).Error()
-	}()
-	time.Sleep(50 * time.Millisecond) // let the sleep start first
-	return done
-}
-
-// replyCutter is a TCP proxy in front of Redis that can lose a reply: armed, it drops the next
-// server reply that is a two-element array (as the release script returns) and closes that
-// connection, after the server has run the command.
-type replyCutter struct {
-	ln    net.Listener
-	armed atomic.Bool
-	cut   atomic.Int64
-}
-
-func newReplyCutter(t *testing.T, target string) *replyCutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &replyCutter{ln: ln}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", target)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() { // client -> server
-				defer wg.Done()
-				_, _ = io.Copy(server, client)
-				server.Close()
-			}()
-			go func() { // server -> client, losing one reply when armed
-				defer wg.Done()
-				defer client.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := server.Read(buf)
-					if bytes.HasPrefix(buf[:n], []byte("*2\r\n")) && p.armed.CompareAndSwap(true, false) {
-						p.cut.Add(1)
-						server.Close()
-						return
-					}
-					if n > 0 {
-						if _, err := client.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return p
 }
 
 // TestFault_unlockReplayAfterLostReply loses the reply of an Unlock's release script after the
@@ -199,9 +119,8 @@ func newReplyCutter(t *testing.T, target string) *replyCutter {
 // mistaken for a lost lock.
 func TestFault_unlockReplayAfterLostReply(t *testing.T) {
 	e := newEnv(t)
-	proxy := newReplyCutter(t, e.addr)
-	proxied := &env{t: t, addr: proxy.ln.Addr().String(), admin: e.admin, prefix: e.prefix}
-	m := proxied.client(rlock.Options{}).NewMutex("replay")
+	p := e.newProxy()
+	m := e.through(p).client(rlock.Options{}).NewMutex("replay")
 	outer, err := m.Lock(bg)
 	require.NoError(t, err)
 	inner, err := m.Lock(outer)
@@ -209,17 +128,18 @@ func TestFault_unlockReplayAfterLostReply(t *testing.T) {
 	inner2, err := m.Lock(inner)
 	require.NoError(t, err)
 
-	proxy.armed.Store(true)
+	release := matchScript("release.lua", e.lockKey("replay"))
+	p.DropReply(release)
 	require.NoError(t, m.Unlock(inner2))
-	require.EqualValues(t, 1, proxy.cut.Load(), "the release reply was lost")
+	require.EqualValues(t, 1, p.Fired(), "the release reply was lost")
 	n, err := m.HoldCount(outer)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "the retried release did not count twice")
 
 	require.NoError(t, m.Unlock(inner))
-	proxy.armed.Store(true)
+	p.DropReply(release)
 	require.NoError(t, m.Unlock(outer), "the final release ran; its retry reports success, not a lost lock")
-	require.EqualValues(t, 2, proxy.cut.Load())
+	require.EqualValues(t, 2, p.Fired())
 	require.ErrorIs(t, context.Cause(outer), context.Canceled)
 	assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld)
 }
@@ -239,7 +159,7 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 	// Wait for a renewal (the TTL jumps back up), then block the server until 1.1s after it:
 	// the next renewal, at 0.5s, gets no reply before 1.0s; the lease lasts until 1.5s.
 	waitRenewal(t, m)
-	require.NoError(t, <-debugSleep(t, e, 1050*time.Millisecond))
+	require.NoError(t, <-debugSleep(t, e, "renew-err", 1050*time.Millisecond))
 	time.Sleep(timeout / 2)
 	assert.Contains(t, logs.String(), "lease renewal failed")
 	require.NoError(t, h.Err(), "a failed renewal does not drop the hold; log:\n%s", logs.String())
@@ -249,23 +169,45 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 	require.NoError(t, m.Unlock(h))
 }
 
+// crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
+// and start starts again without its data. Standalone, that is a server of the test's own; on
+// a cluster or Sentinel it is the lock's master, started again with its command line (see
+// crash) and at the latest when the test ends, so that the deployment stays as it was.
+func crashable(t *testing.T, name string) (e *env, kill, start func()) {
+	if suite.Topology == "standalone" {
+		srv, err := startRedis("")
+		require.NoError(t, err)
+		t.Cleanup(srv.stop)
+		return newEnvAt(t, srv.addr), srv.kill, func() { require.NoError(t, srv.start()) }
+	}
+	needsThrowaway(t)
+	e = newEnv(t)
+	n := e.master(name)
+	var restart func()
+	t.Cleanup(func() {
+		if restart != nil {
+			restart()
+			e.dep.waitSteady(t, 20*time.Second)
+		}
+	})
+	return e, func() { restart = crash(t, n) }, func() { restart() }
+}
+
 // TestFault_restartedServer restarts Redis (without persistence) under a held lock: the
 // watchdog finds the owner gone and cancels the hold with ErrLockLost; locking works again.
 func TestFault_restartedServer(t *testing.T) {
-	srv, err := startRedis("")
-	require.NoError(t, err)
-	t.Cleanup(srv.stop)
-	e := newEnvAt(t, srv.addr)
+	e, kill, start := crashable(t, "restart")
 	const timeout = 900 * time.Millisecond
 	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("restart")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
 
-	srv.kill()
-	require.NoError(t, srv.start())
+	kill()
+	start()
 	require.ErrorIs(t, causeOf(h, 3*timeout), rlock.ErrLockLost)
 	require.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
 
+	e.dep.waitSteady(t, 20*time.Second) // a cluster master takes writes 2s after it rejoins
 	h, err = m.TryLock(bg, time.Second)
 	require.NoError(t, err, "locking works after the restart (scripts reloaded)")
 	require.NoError(t, m.Unlock(h))
@@ -274,18 +216,16 @@ func TestFault_restartedServer(t *testing.T) {
 // TestFault_serverGone stops Redis for good under a held lock: renewals fail, and once they
 // have failed for a whole lease the hold context is cancelled with ErrLockLost (the lease can
 // only have lapsed), while Lock calls fail or keep retrying rather than pretend to succeed.
+// (On a cluster or Sentinel, the master comes back when the test ends, before a failover.)
 func TestFault_serverGone(t *testing.T) {
-	srv, err := startRedis("")
-	require.NoError(t, err)
-	t.Cleanup(srv.stop)
-	e := newEnvAt(t, srv.addr)
+	e, kill, _ := crashable(t, "gone")
 	e.dirty = true // the server is gone: nothing to check
 	const timeout = 900 * time.Millisecond
 	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("gone")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
 
-	srv.kill()
+	kill()
 	start := time.Now()
 	require.ErrorIs(t, causeOf(h, 3*timeout), rlock.ErrLockLost)
 	assert.GreaterOrEqual(t, time.Since(start), timeout/2, "not before the lease could have lapsed")

@@ -63,7 +63,7 @@ func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
 	for _, k := range handoffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			attempts := countScripts(p, k.script, e.lockKey("h"))
 			holder := e.client(handoffOpts)
 			waiter := e.through(p).client(handoffOpts)
@@ -209,7 +209,7 @@ func TestHandoff_goneGranteeCostsAtMostTheClaim(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.dirty = true // the gone waiter's subscription and entry may outlive the test briefly
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			c := e.client(handoffOpts)
 			gone := e.through(p).client(handoffOpts)
 			take, release := k.acquire(c, "d")
@@ -260,7 +260,7 @@ func TestHandoff_fixedLeaseAndToken(t *testing.T) {
 	}{{800 * time.Millisecond, 1}, {2 * time.Second, 2}} {
 		t.Run(tc.lease.String(), func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			attempts := countScripts(p, "fair_acquire.lua", e.lockKey("f"))
 			holder := e.client(handoffOpts).NewFairMutex("f", rlock.WithFencing())
 			waiter := e.through(p).client(handoffOpts).NewFairMutex("f", rlock.WithFencing(), rlock.WithLease(tc.lease))
@@ -313,7 +313,7 @@ func parseMs(s string) int64 {
 // another attempt), and the writer behind them is granted it when the last of them releases.
 func TestHandoff_readerBatch(t *testing.T) {
 	e := newEnv(t)
-	p := newFaultProxy(t, e.addr)
+	p := e.newProxy()
 	attempts := countScripts(p, "rw_acquire.lua", e.lockKey("b"))
 	holder := e.client(handoffOpts).NewFairRWMutex("b")
 	readers := e.through(p).client(handoffOpts).NewFairRWMutex("b")

@@ -19,14 +19,6 @@ import (
 // faultProxy, and checks one invariant: never two holders, no hold left behind by a call that
 // failed, no release counted twice, no hold context outliving its lease.
 
-// through returns an env whose clients reach Redis through p; keys are checked by e.
-func (e *env) through(p *faultProxy) *env {
-	return &env{t: e.t, addr: p.Addr(), admin: e.admin, prefix: e.prefix}
-}
-
-// lockKey is the Redis key of the lock called name in e.
-func (e *env) lockKey(name string) string { return e.prefix + ":{" + name + "}" }
-
 // acquireScript is the acquire script of each kind, for matchScript.
 func acquireScript(kind string) string {
 	if kind == "fair" {
@@ -52,7 +44,7 @@ func TestHardening_reentryWithLostRequestOrReply(t *testing.T) {
 		for _, fault := range []string{"request", "reply"} {
 			t.Run(k.name+"/"+fault, func(t *testing.T) {
 				e := newEnv(t)
-				p := newFaultProxy(t, e.addr)
+				p := e.newProxy()
 				m := k.new(e.through(p).client(rlock.Options{}), "re")
 				outer, err := m.Lock(bg)
 				require.NoError(t, err)
@@ -85,7 +77,7 @@ func TestHardening_noPhantomHoldAfterLostReply(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name+"/TryLock 0", func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			m := k.new(e.through(p).client(rlock.Options{}), "ph")
 			p.DropReply(matchScript(acquireScript(k.name), e.lockKey("ph")))
 			_, err := m.TryLock(bg, 0)
@@ -95,7 +87,7 @@ func TestHardening_noPhantomHoldAfterLostReply(t *testing.T) {
 		})
 		t.Run(k.name+"/context ends after the lost reply", func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			m := k.new(e.through(p).client(rlock.Options{}), "ph")
 			p.DropReply(matchScript(acquireScript(k.name), e.lockKey("ph")))
 			ctx, cancel := context.WithCancel(bg)
@@ -119,19 +111,14 @@ func TestHardening_noPhantomHoldAfterLostReply(t *testing.T) {
 // and the caller's retried Unlock returns nil.
 func TestHardening_lostReleaseReplyThenOutage(t *testing.T) {
 	e := newEnv(t)
-	p := newFaultProxy(t, e.addr)
+	p := e.newProxy()
 	m := e.through(p).client(rlock.Options{WatchdogTimeout: 6 * time.Second}).NewMutex("rel")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
 
-	p.DropReply(matchScript("release.lua", e.lockKey("rel")))
-	done := make(chan error, 1)
-	go func() { done <- m.Unlock(h) }()
-	// Fired counts the fault when it is claimed, before the request reaches Redis: wait for its
-	// effect, then cut the line before Unlock's first retry (10ms later).
-	require.Eventually(t, func() bool { return len(e.keys()) == 0 }, time.Second, 100*time.Microsecond)
-	p.Outage(3500 * time.Millisecond)
-	require.Error(t, <-done, "every retry failed in the outage")
+	p.DropReplyThenOutage(matchScript("release.lua", e.lockKey("rel")), 3500*time.Millisecond)
+	require.Error(t, m.Unlock(h), "every retry failed in the outage")
+	assert.Empty(t, e.keys(), "the release had run")
 	locked, err := m.IsLocked(rlock.WithOwner(bg, "x"))
 	require.NoError(t, err)
 	assert.False(t, locked, "the release had run")
@@ -148,7 +135,7 @@ func TestHardening_lostReleaseReplyThenOutage(t *testing.T) {
 // by another client between a lost release reply and its replay is not undone by the replay.
 func TestHardening_sharedOwnerReplayDoesNotReleaseTwice(t *testing.T) {
 	e := newEnv(t)
-	p := newFaultProxy(t, e.addr)
+	p := e.newProxy()
 	a := e.through(p).client(rlock.Options{}).NewMutex("sh")
 	b := e.client(rlock.Options{}).NewMutex("sh")
 	owner := rlock.WithOwner(bg, "shared-owner")
@@ -158,11 +145,13 @@ func TestHardening_sharedOwnerReplayDoesNotReleaseTwice(t *testing.T) {
 		require.NoError(t, err)
 		holds = append(holds, h)
 	}
-	p.DropReply(matchScript("release.lua", e.lockKey("sh")))
+	// a's release runs, its reply is lost, and its retries wait out an outage; meanwhile b
+	// releases one hold.
+	p.DropReplyThenOutage(matchScript("release.lua", e.lockKey("sh")), 300*time.Millisecond)
 	done := make(chan error, 1)
 	go func() { done <- a.Unlock(holds[2]) }()
-	require.Eventually(t, func() bool { return e.holdCount("sh", "shared-owner") == 2 }, time.Second, 100*time.Microsecond)
-	p.Outage(300 * time.Millisecond) // a's retries wait; meanwhile b releases one hold
+	require.Eventually(t, func() bool { return p.Fired() == 1 && e.holdCount("sh", "shared-owner") == 2 },
+		time.Second, 100*time.Microsecond)
 	require.NoError(t, b.Unlock(owner))
 	require.NoError(t, <-done, "the replay after the outage returns the recorded outcome")
 	assert.EqualValues(t, 1, e.holdCount("sh", "shared-owner"), "3 holds, 2 releases: 1 left")
@@ -217,7 +206,7 @@ func TestHardening_fractionalLeaseEndsInTime(t *testing.T) {
 func TestHardening_lossSignalledByLeaseEnd(t *testing.T) {
 	t.Run("renewals fail for good", func(t *testing.T) {
 		e := newEnv(t)
-		p := newFaultProxy(t, e.addr)
+		p := e.newProxy()
 		m := e.through(p).client(rlock.Options{WatchdogTimeout: 900 * time.Millisecond}).NewMutex("late")
 		other := e.client(rlock.Options{}).NewMutex("late")
 		h, err := m.Lock(bg)
@@ -239,7 +228,7 @@ func TestHardening_lossSignalledByLeaseEnd(t *testing.T) {
 	})
 	t.Run("a failed renewal is retried soon", func(t *testing.T) {
 		e := newEnv(t)
-		p := newFaultProxy(t, e.addr)
+		p := e.newProxy()
 		const lease = 3 * time.Second // renewals every 1s
 		m := e.through(p).client(rlock.Options{WatchdogTimeout: lease}).NewMutex("retry")
 		h, err := m.Lock(bg)
@@ -318,7 +307,7 @@ func TestHardening_badInputChangesNothing(t *testing.T) {
 	})
 	t.Run("durations under a millisecond", func(t *testing.T) {
 		for _, o := range []rlock.Options{{FairWaitTimeout: 500 * time.Microsecond}, {WatchdogTimeout: time.Millisecond}, {Wait: rlock.Spin(100 * time.Microsecond)}} {
-			_, err := rlock.New(e.admin, o)
+			_, err := rlock.New(e.admin(), o)
 			assert.ErrorIs(t, err, rlock.ErrInvalid, "%+v", o)
 		}
 		_, err := c.NewMutex("x", rlock.WithLease(500*time.Microsecond)).Lock(bg)

@@ -115,7 +115,7 @@ func eachTarget(t *testing.T, opts rlock.Options, f func(t *testing.T, e *env, p
 	for i, name := range kfTargetNames {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			k := kfTargets(e.through(p).client(opts), e.client(rlock.Options{}), "k")[i]
 			require.Equal(t, name, k.name)
 			f(t, e, p, k)
@@ -279,18 +279,14 @@ func TestKindsFault_lostReleaseReplyThenOutage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each waits seconds for the watchdog; they share nothing
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			k := kfTargets(e.through(p).client(rlock.Options{WatchdogTimeout: 6 * time.Second}), e.client(rlock.Options{}), "rel")[i]
 			h, err := k.lock(bg)
 			require.NoError(t, err)
 
-			p.DropReply(matchScript(k.releaseScript, e.lockKey("rel")))
-			done := make(chan error, 1)
-			go func() { done <- k.release(h) }()
-			// Wait for the release's effect in Redis, then cut the line before its first retry.
-			require.Eventually(t, func() bool { return len(e.keys()) == 0 }, time.Second, 100*time.Microsecond)
-			p.Outage(3500 * time.Millisecond)
-			require.Error(t, <-done, "every retry failed in the outage")
+			p.DropReplyThenOutage(matchScript(k.releaseScript, e.lockKey("rel")), 3500*time.Millisecond)
+			require.Error(t, k.release(h), "every retry failed in the outage")
+			assert.Empty(t, e.keys(), "the release had run")
 
 			// The watchdog settles the release (its next tick after the outage), not marking it lost.
 			require.Error(t, causeOf(h, 6*time.Second), "the hold context ends once settled")
@@ -310,7 +306,7 @@ func TestKindsFault_sharedOwnerReplayDoesNotReleaseTwice(t *testing.T) {
 	for i, name := range kfTargetNames[:4] {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			a := kfTargets(e.through(p).client(rlock.Options{}), e.client(rlock.Options{}), "sh")[i]
 			b := kfTargets(e.client(rlock.Options{}), e.client(rlock.Options{}), "sh")[i]
 			owner := rlock.WithOwner(bg, "shared-owner")
@@ -321,11 +317,13 @@ func TestKindsFault_sharedOwnerReplayDoesNotReleaseTwice(t *testing.T) {
 				holds = append(holds, h)
 			}
 			require.EqualValues(t, 3, a.held(t, owner))
-			p.DropReply(matchScript(a.releaseScript, e.lockKey("sh")))
+			// a's release runs, its reply is lost, and its retries wait out an outage;
+			// meanwhile b (not proxied) releases one hold.
+			p.DropReplyThenOutage(matchScript(a.releaseScript, e.lockKey("sh")), 300*time.Millisecond)
 			done := make(chan error, 1)
 			go func() { done <- a.release(holds[2]) }()
-			require.Eventually(t, func() bool { n, err := a.count(owner); return err == nil && n == 2 }, time.Second, 100*time.Microsecond)
-			p.Outage(300 * time.Millisecond) // a's retries wait; meanwhile b releases one hold
+			require.Eventually(t, func() bool { n, err := b.count(owner); return p.Fired() == 1 && err == nil && n == 2 },
+				time.Second, 100*time.Microsecond)
 			require.NoError(t, b.release(owner))
 			require.NoError(t, <-done, "the replay after the outage returns the recorded outcome")
 			assert.EqualValues(t, 1, a.held(t, owner), "3 holds, 2 releases: 1 left")
@@ -352,7 +350,7 @@ func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) 
 	for i, name := range kfTargetNames {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			p := newFaultProxy(t, e.addr)
+			p := e.newProxy()
 			// The waiter is the subject; the holder takes the conflicting hold directly.
 			k := kfTargets(e.through(p).client(rlock.Options{Wait: wait}), e.client(rlock.Options{WatchdogTimeout: time.Second}), "kw")[i]
 			waitUntilWaiting := func() {

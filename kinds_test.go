@@ -84,7 +84,7 @@ func TestSemaphore_ForceRelease(t *testing.T) {
 			got <- w
 		}()
 		require.Eventually(t, func() bool {
-			n, err := e.admin.Do(ctx, e.admin.B().Llen().Key(e.prefix+":{s}:queue").Build()).AsInt64()
+			n, err := e.do("LLEN", e.prefix+":{s}:queue").AsInt64()
 			return err == nil && n == 1
 		}, 3*time.Second, time.Millisecond, "the waiter queued")
 		start := time.Now()

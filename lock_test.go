@@ -177,6 +177,7 @@ func TestMutex_WithLease_expiryLetsOthersIn(t *testing.T) {
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond)
 
+		expired(t, h)
 		require.ErrorIs(t, h.Err(), context.DeadlineExceeded)
 		require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
 		require.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost, "the first owner learns its section may have overlapped")
@@ -393,10 +394,7 @@ func TestMutex_pubsubSharesOneSubscription(t *testing.T) {
 		}()
 	}
 	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, 5*time.Millisecond)
-	n, err := e.do("PUBSUB", "NUMSUB", e.prefix+":{shared}:ch").ToArray()
-	require.NoError(t, err)
-	subs, _ := n[1].AsInt64()
-	assert.EqualValues(t, 1, subs, "one subscription for all local waiters")
+	assert.EqualValues(t, 1, e.numsub(e.prefix+":{shared}:ch"), "one subscription for all local waiters")
 
 	require.NoError(t, m.Unlock(h))
 	wg.Wait()
@@ -513,7 +511,7 @@ func TestBadInput(t *testing.T) {
 		{rlock.Options{KeyPrefix: "a{b"}, "KeyPrefix"},
 		{rlock.Options{Wait: rlock.Spin(0)}, "Spin interval"},
 	} {
-		_, err := rlock.New(e.admin, tc.opts)
+		_, err := rlock.New(e.admin(), tc.opts)
 		assert.ErrorIs(t, err, rlock.ErrInvalid, tc.msg)
 		assert.ErrorContains(t, err, tc.msg)
 	}

@@ -2,12 +2,10 @@ package rlock
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,18 +59,12 @@ func (o *muChecker) Event(ev Event) {
 // starts and ends by Unlock, ForceUnlock, the watchdog, the reaper and Close, handoffs) and
 // checks that none calls it with Client.mu held.
 func TestObserver_notUnderClientMutex(t *testing.T) {
-	newRC := func() rueidis.Client {
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
-		require.NoError(t, err)
-		t.Cleanup(rc.Close)
-		return rc
-	}
 	prefix := "rlobsmu" + NewOwnerID()[:8]
 	obs := &muChecker{calls: map[string]int{}}
-	c, err := New(newRC(), Options{KeyPrefix: prefix, Observer: obs, WatchdogTimeout: 300 * time.Millisecond})
+	c, err := New(testRueidis(t), Options{KeyPrefix: prefix, Observer: obs, WatchdogTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	obs.c = c
-	other, err := New(newRC(), Options{KeyPrefix: prefix})
+	other, err := New(testRueidis(t), Options{KeyPrefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Close() })
 	bg := context.Background()

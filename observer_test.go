@@ -139,7 +139,7 @@ func (s *ctxSpy) take() []any {
 func observed(t *testing.T, e *env, opts rlock.Options) (*rlock.Client, *recorder, *ctxSpy) {
 	t.Helper()
 	rec := &recorder{t: t}
-	spy := &ctxSpy{Client: newRueidis(t, e.addr)}
+	spy := &ctxSpy{Client: e.rueidis()}
 	opts.KeyPrefix, opts.Observer = e.prefix, rec
 	c, err := rlock.New(spy, opts)
 	require.NoError(t, err)
@@ -432,7 +432,7 @@ func TestObserver_renewalFailed(t *testing.T) {
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
 	// The renewal at 0.5s gets no reply before 1.0s; the lease lasts until 1.5s.
-	require.NoError(t, <-debugSleep(t, e, 1050*time.Millisecond))
+	require.NoError(t, <-debugSleep(t, e, "renewal", 1050*time.Millisecond))
 	require.Eventually(t, func() bool { return len(rec.events(rlock.EventRenewalFailed)) > 0 },
 		timeout, time.Millisecond)
 	ev := rec.events(rlock.EventRenewalFailed)[0]
@@ -453,7 +453,7 @@ func TestObserver_mayCallIntoRlock(t *testing.T) {
 	rec := &recorder{t: t}
 	calls := &callingObserver{recorder: rec}
 	opts := rlock.Options{KeyPrefix: e.prefix, Observer: calls, WatchdogTimeout: 300 * time.Millisecond}
-	c, err := rlock.New(newRueidis(t, e.addr), opts)
+	c, err := rlock.New(e.rueidis(), opts)
 	require.NoError(t, err)
 	calls.side = c.NewMutex("side")
 	calls.main = c.NewMutex("main")

@@ -27,7 +27,8 @@ type child struct {
 	in  io.WriteCloser
 }
 
-// startChild runs helper name in a new process of this test binary with env added.
+// startChild runs helper name in a new process of this test binary with env added; it
+// inherits the parent's environment, and with it the deployment.
 func startChild(t *testing.T, name string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -98,9 +99,14 @@ func runHelper(name string) int {
 }
 
 // helperClients opens a helper process's rueidis and rlock clients, as its environment says:
-// REDIS_ADDR, PREFIX, WAIT (spin or pubsub), WATCHDOG and FAIRWAIT (durations).
+// the parent's deployment (rlock.TopologyEnv), PREFIX, WAIT (spin or pubsub), WATCHDOG and
+// FAIRWAIT (durations).
 func helperClients() (rueidis.Client, *rlock.Client, error) {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
+	d, err := rlock.DeploymentFromEnv()
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := d.NewClient()
 	if err != nil {
 		return nil, nil, err
 	}

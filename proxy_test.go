@@ -3,8 +3,10 @@ package rlock_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,16 +39,18 @@ const (
 
 // armedFault is one armed DropRequest or DropReply; a connection claims it by swapping it out.
 type armedFault struct {
-	kind  faultKind
-	match func(cmd []string) bool
+	kind   faultKind
+	match  func(cmd []string) bool
+	outage time.Duration // DropReplyThenOutage: the outage that starts as the reply is lost
 }
 
-// faultProxy is a TCP proxy in front of a Redis server that injects real network faults.
+// faultProxy is a TCP proxy in front of Redis servers (one listener per server) that injects
+// real network faults; its faults apply to the connections of all of them.
 type faultProxy struct {
-	target string
-	ln     net.Listener
-	wg     sync.WaitGroup
-	done   chan struct{} // closed when the test ends
+	lns   []net.Listener
+	route map[string]string // server address -> the address of its listener
+	wg    sync.WaitGroup
+	done  chan struct{} // closed when the test ends
 
 	fault atomic.Pointer[armedFault]
 	fired atomic.Int64
@@ -57,29 +61,44 @@ type faultProxy struct {
 	outageUntil time.Time
 }
 
-// newFaultProxy starts a proxy to target on 127.0.0.1:0; when the test ends it closes the
-// listener and every connection and waits for all its goroutines.
-func newFaultProxy(t testing.TB, target string) *faultProxy {
+// newFaultProxy starts a proxy to each of targets on 127.0.0.1:0; when the test ends it
+// closes the listeners and every connection and waits for all its goroutines.
+func newFaultProxy(t testing.TB, targets ...string) *faultProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &faultProxy{target: target, ln: ln, done: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	p := &faultProxy{route: map[string]string{}, done: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
 	t.Cleanup(func() {
 		p.mu.Lock()
 		p.closed = true
 		p.mu.Unlock()
 		close(p.done)
-		ln.Close()
+		for _, ln := range p.lns {
+			ln.Close()
+		}
 		p.CutAll()
 		p.wg.Wait()
 	})
-	p.wg.Add(1)
-	go p.accept()
+	for _, target := range targets {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p.lns = append(p.lns, ln)
+		p.route[target] = ln.Addr().String()
+		p.wg.Add(1)
+		go p.accept(ln, target)
+	}
 	return p
 }
 
-// Addr is the proxy's listening address.
-func (p *faultProxy) Addr() string { return p.ln.Addr().String() }
+// Addr is the listening address of the proxy's first target.
+func (p *faultProxy) Addr() string { return p.lns[0].Addr().String() }
+
+// dial is a rueidis DialCtxFn: it connects to a target's listener instead of the target, and
+// to any other address (a sentinel) directly.
+func (p *faultProxy) dial(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	if l, ok := p.route[addr]; ok {
+		addr = l
+	}
+	return d.DialContext(ctx, "tcp", addr)
+}
 
 // DropRequest arms the proxy: the next request that match accepts is not forwarded, and its
 // connection is cut at once (both sides); earlier requests on it were forwarded normally.
@@ -92,6 +111,12 @@ func (p *faultProxy) DropRequest(match func(cmd []string) bool) {
 // back, or proxyNonceWait passes) the connection is cut (both sides).
 func (p *faultProxy) DropReply(match func(cmd []string) bool) {
 	p.fault.Store(&armedFault{kind: faultDropReply, match: match})
+}
+
+// DropReplyThenOutage is DropReply, and an Outage of d that starts once the server has run
+// the request, before its connection is cut: the client's first retry finds no server.
+func (p *faultProxy) DropReplyThenOutage(match func(cmd []string) bool, d time.Duration) {
+	p.fault.Store(&armedFault{kind: faultDropReply, match: match, outage: d})
 }
 
 // Outage cuts every open connection now and, for d, closes each new connection (with a
@@ -139,34 +164,39 @@ func (p *faultProxy) claim(cmd []string) *armedFault {
 	}
 }
 
-// accept serves new connections until the listener closes.
-func (p *faultProxy) accept() {
+// accept serves new connections to target until ln closes.
+func (p *faultProxy) accept(ln net.Listener, target string) {
 	defer p.wg.Done()
 	for {
-		client, err := p.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		refuse := p.closed || time.Now().Before(p.outageUntil)
-		p.mu.Unlock()
-		if refuse {
+		refuse := func() {
 			if tc, ok := client.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0) // reset rather than a clean close
 			}
 			client.Close()
+		}
+		p.mu.Lock()
+		refusing := p.closed || time.Now().Before(p.outageUntil)
+		p.mu.Unlock()
+		if refusing {
+			refuse()
 			continue
 		}
-		server, err := net.DialTimeout("tcp", p.target, time.Second)
+		server, err := net.DialTimeout("tcp", target, time.Second)
 		if err != nil {
 			client.Close()
 			continue
 		}
 		c := &proxyConn{p: p, client: client, server: server, found: make(chan struct{}), serverDone: make(chan struct{})}
 		p.mu.Lock()
-		if p.closed {
+		// Again: an Outage that began while this connection was being set up has cut the
+		// others already (a client that reconnects at once would otherwise slip through).
+		if p.closed || time.Now().Before(p.outageUntil) {
 			p.mu.Unlock()
-			client.Close()
+			refuse()
 			server.Close()
 			continue
 		}
@@ -256,15 +286,15 @@ func (c *proxyConn) clientToServer() {
 			c.close()
 			return
 		}
-		c.dropReply(w, raw)
+		c.dropReply(w, raw, f.outage)
 		return
 	}
 }
 
 // dropReply forwards the matched request raw and an ECHO of a nonce after it, forwards nothing
-// more to the client, waits for the nonce to come back (the server has run the request), and
-// closes both sides.
-func (c *proxyConn) dropReply(w *bufio.Writer, raw []byte) {
+// more to the client, waits for the nonce to come back (the server has run the request),
+// starts an outage if one is asked for, and closes both sides.
+func (c *proxyConn) dropReply(w *bufio.Writer, raw []byte, outage time.Duration) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	c.nonce = []byte("rlock-proxy-" + hex.EncodeToString(b[:]))
@@ -280,6 +310,9 @@ func (c *proxyConn) dropReply(w *bufio.Writer, raw []byte) {
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+	if outage > 0 {
+		c.p.Outage(outage)
 	}
 	c.close()
 }
@@ -403,26 +436,27 @@ func scriptSource(file string) []byte {
 }
 
 // matchScript returns a matcher for EVALSHA, EVALSHA_RO, EVAL or EVAL_RO of the script in
-// lua/<file> (as the library runs it: see scriptSource) whose KEYS include key ("" for any
-// keys). It panics if the file cannot be read.
+// lua/<file> (as the library runs it, in either pub/sub variant: see scriptSource) whose KEYS
+// include key ("" for any keys). It panics if the file cannot be read.
 func matchScript(file, key string) func(cmd []string) bool {
 	src := scriptSource(file)
-	sum := sha1.Sum(src)
-	sha := hex.EncodeToString(sum[:])
+	sums := [][20]byte{sha1.Sum(src), sha1.Sum([]byte(rlock.ShardedScriptSource(file)))}
 	return func(cmd []string) bool {
 		if len(cmd) < 3 {
 			return false
 		}
+		var sum [20]byte
 		switch strings.ToUpper(cmd[0]) {
 		case "EVALSHA", "EVALSHA_RO":
-			if !strings.EqualFold(cmd[1], sha) {
+			if _, err := hex.Decode(sum[:], []byte(cmd[1])); err != nil {
 				return false
 			}
 		case "EVAL", "EVAL_RO":
-			if s := sha1.Sum([]byte(cmd[1])); s != sum {
-				return false
-			}
+			sum = sha1.Sum([]byte(cmd[1]))
 		default:
+			return false
+		}
+		if !slices.Contains(sums, sum) {
 			return false
 		}
 		if key == "" {
@@ -450,8 +484,8 @@ func TestFaultProxy(t *testing.T) {
 	// key(name), a key under the env's prefix that is deleted when the test ends.
 	setup := func(t *testing.T) (*env, *faultProxy, rueidis.Client, func(string) string) {
 		e := newEnv(t)
-		p := newFaultProxy(t, e.addr)
-		rc := newRueidis(t, p.Addr())
+		p := e.newProxy()
+		rc := e.through(p).rueidis()
 		var keys []string
 		t.Cleanup(func() {
 			if len(keys) > 0 {
@@ -459,7 +493,7 @@ func TestFaultProxy(t *testing.T) {
 			}
 		})
 		return e, p, rc, func(name string) string {
-			k := e.prefix + ":" + name
+			k := e.prefix + ":{proxy}:" + name // one slot: a pipeline stays on one connection
 			keys = append(keys, k)
 			return k
 		}
@@ -566,6 +600,25 @@ func TestFaultProxy(t *testing.T) {
 		require.NoError(t, set(rc, k, "v2"))
 	})
 
+	t.Run("DropReplyThenOutage", func(t *testing.T) {
+		e, p, rc, key := setup(t)
+		k := key("lost-reply-outage")
+		const d = 300 * time.Millisecond
+		p.DropReplyThenOutage(matchCommand("SET", k), d)
+		start := time.Now()
+		require.Error(t, set(rc, k, "v"))
+		require.Error(t, set(rc, k, "v2"), "the outage began before the client learned of the loss")
+		v, err := get(e, k)
+		require.NoError(t, err, "the server ran the request whose reply was lost")
+		assert.Equal(t, "v", v)
+		for set(rc, k, "v3") != nil {
+			require.Less(t, time.Since(start), d+2*time.Second, "commands work again after the outage")
+			time.Sleep(20 * time.Millisecond)
+		}
+		assert.GreaterOrEqual(t, time.Since(start), d)
+		assert.EqualValues(t, 1, p.Fired())
+	})
+
 	t.Run("pipelined", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		exists := func(k string) bool {
@@ -600,11 +653,11 @@ func TestFaultProxy(t *testing.T) {
 	})
 
 	t.Run("one connection claims a fault", func(t *testing.T) {
-		_, p, _, key := setup(t)
+		e, p, _, key := setup(t)
 		k := key("claimed")
 		clients := make([]rueidis.Client, 4)
 		for i := range clients {
-			clients[i] = newRueidis(t, p.Addr())
+			clients[i] = e.through(p).rueidis()
 			require.NoError(t, clients[i].Do(bg, clients[i].B().Ping().Build()).Error())
 		}
 		p.DropReply(matchCommand("SET", k))

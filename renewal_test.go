@@ -24,7 +24,7 @@ func TestRenewal_afterScriptFlush(t *testing.T) {
 	s, err := c.NewSemaphore("s", 2).Acquire(ctx, 1)
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ {
-		require.NoError(t, e.do("SCRIPT", "FLUSH").Error())
+		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
 		time.Sleep(250 * time.Millisecond) // most of a lease: renewals run in between
 	}
 	for name, held := range map[string]context.Context{"mutex": m, "read": r, "semaphore": s} {

@@ -403,6 +403,7 @@ func TestSemaphore_WithLease(t *testing.T) {
 		w, err := s.TryAcquire(bg, 1, 3*time.Second)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(start), lease-50*time.Millisecond)
+		expired(t, h)
 		require.ErrorIs(t, h.Err(), context.DeadlineExceeded)
 		require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
 		assert.True(t, rlock.Lost(h))

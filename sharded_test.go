@@ -18,7 +18,7 @@ func TestSharded_wakeUpsOnEveryKind(t *testing.T) {
 	// Lease and poll bounds far above the wait allowed below: only a message can wake in time.
 	opts := rlock.Options{KeyPrefix: e.prefix, WatchdogTimeout: 30 * time.Second, FairWaitTimeout: 30 * time.Second}
 	newClient := func() *rlock.Client {
-		c, err := rlock.NewSharded(newRueidis(t, e.addr), opts)
+		c, err := rlock.NewSharded(e.rueidis(), opts)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, c.Close()) })
 		return c
@@ -96,11 +96,9 @@ func TestSharded_wakeUpsOnEveryKind(t *testing.T) {
 func waitForShardChannel(t *testing.T, e *env) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		sharded, err := e.admin.Do(context.Background(), e.admin.B().PubsubShardchannels().Pattern(e.prefix+":*").Build()).AsStrSlice()
-		require.NoError(t, err)
+		_, sharded := e.channelsByKind()
 		return len(sharded) > 0
 	}, 3*time.Second, time.Millisecond, "no shard channel subscribed")
-	classic, err := e.admin.Do(context.Background(), e.admin.B().PubsubChannels().Pattern(e.prefix+":*").Build()).AsStrSlice()
-	require.NoError(t, err)
+	classic, _ := e.channelsByKind()
 	require.Empty(t, classic, "a sharded client subscribed to a classic channel")
 }

@@ -20,7 +20,7 @@ free_port() {
 }
 
 # servers_dir NAME makes the temp dir $dir (removed on exit) and sets the traps that stop
-# every process in pids.
+# every process in pids, and every server that a test started again (see run_server).
 pids=()
 servers_dir() {
   dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-$1.XXXXXX")
@@ -28,8 +28,30 @@ servers_dir() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }
+
+# run_server D ARGS...: starts redis-server ARGS in the background with directory, log and
+# pidfile in D, and writes its command line to D/args (an argument a line), so that a test
+# that killed it can start it again as it was; stop finds that process by D/redis.pid.
+run_server() {
+  local d=$1
+  shift
+  set -- "$@" --dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid"
+  printf '%s\n' redis-server "$@" >"$d/args"
+  redis-server "$@" &
+  pids+=("$!")
+}
+
 stop() {
-  local pid
+  local pid f
+  for f in "$dir"/*/redis.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    # A server a test started again, if that PID still runs in the server's directory (a PID
+    # may be reused).
+    if [ "/proc/$pid/cwd" -ef "${f%/redis.pid}" ]; then
+      case " ${pids[*]} " in *" $pid "*) ;; *) pids+=("$pid") ;; esac
+    fi
+  done
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 100); do # up to 5s for a clean exit, then SIGKILL
     local alive=0

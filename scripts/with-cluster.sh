@@ -33,12 +33,11 @@ started=$(date +%s%N)
 start_node() {
   local port=$1 d="$dir/$1"
   mkdir -p "$d"
-  redis-server --port "$port" --cluster-port "$2" --bind 127.0.0.1 --save '' --appendonly no \
+  run_server "$d" --port "$port" --cluster-port "$2" --bind 127.0.0.1 --save '' --appendonly no \
     --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 1000 \
     --repl-ping-replica-period 1 \
     --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
-    --enable-debug-command yes --dir "$d" --logfile "$d/redis.log" &
-  pids+=("$!")
+    --enable-debug-command yes
   local pid=$!
   for _ in $(seq 1 100); do
     if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi

@@ -51,13 +51,13 @@ sentinel failover-timeout $master 10000
 sentinel parallel-syncs $master 1
 EOF
       redis-sentinel "$d/sentinel.conf" &
+      pids+=("$!")
     else
-      redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+      run_server "$d" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
-        --enable-debug-command yes --dir "$d" --logfile "$d/redis.log" "$@" &
+        --enable-debug-command yes "$@"
     fi
     pid=$!
-    pids+=("$pid")
     for _ in $(seq 1 100); do
       if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
       kill -0 "$pid" 2>/dev/null || break
