@@ -177,6 +177,11 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	bySlot := make(map[group][]*hold)
 	c.mu.Lock()
 	now := time.Now()
+	// The renewal is worth waiting for until the last of these holds would end anyway (the
+	// reaper ends each at its local end, whatever the renewal does, and a hold it ended that
+	// the renewal extended after all is given back), and at least a third of the lease: a
+	// period's pipeline of many scripts on a busy server may take longer than that.
+	wait := c.lease / 3
 	for key, until := range c.yielding {
 		if now.After(until) {
 			delete(c.yielding, key)
@@ -187,6 +192,7 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 			script, _ := h.lk.kind.renewal()
 			g := group{script, c.slotOf(h.key)}
 			bySlot[g] = append(bySlot[g], h)
+			wait = max(wait, h.expires.Sub(now))
 		}
 	}
 	c.mu.Unlock()
@@ -202,7 +208,7 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	if len(chunks) == 0 {
 		return true
 	}
-	ctx, cancel := giveUpAfter(c.ctx, c.lease/3)
+	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
 	defer cancel()
 	sent := time.Now()
 	results := c.renewMulti(ctx, chunks)
