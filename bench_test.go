@@ -67,6 +67,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) { bareLoop(e.prefix+":bare"+key(), pb.Next) })
 	})
 	b.Run("serial/rlock", func(b *testing.B) { rlockLoop(c.NewMutex(key()), b.Loop) })
+	b.Run("serial/rlock-fair", func(b *testing.B) { rlockLoop(c.NewFairMutex(key()), b.Loop) })
 	b.Run("serial/bare-evalsha-pair", func(b *testing.B) { bareLoop(e.prefix+":bare"+key(), b.Loop) })
 }
 
