@@ -31,7 +31,8 @@ servers_dir() {
 
 # run_server D ARGS...: starts redis-server ARGS in the background with directory, log and
 # pidfile in D, and writes its command line to D/args (an argument a line), so that a test
-# that killed it can start it again as it was; stop finds that process by D/redis.pid.
+# that killed it can start it again as it was; stop finds that process by D/redis.pid. The
+# job is disowned: bash would report a test's kill -9 of it ("Killed") as if something failed.
 run_server() {
   local d=$1
   shift
@@ -39,6 +40,7 @@ run_server() {
   printf '%s\n' redis-server "$@" >"$d/args"
   redis-server "$@" &
   pids+=("$!")
+  disown "$!"
 }
 
 stop() {
