@@ -1,5 +1,5 @@
-# servers.sh, sourced by with-cluster.sh and with-sentinel.sh: free loopback ports, a temp dir
-# for the servers, and stopping every process whose PID is in pids when the script exits.
+# servers.sh, sourced by the scripts/with-*.sh: free loopback ports, a temp dir for the
+# servers, and stopping every process whose PID is in pids when the script exits.
 
 # free_port prints a loopback port that nothing listens on and that is not in $taken. Ports
 # come from below Linux's default ephemeral range (32768-60999), where outgoing connections of
