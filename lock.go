@@ -383,15 +383,42 @@ func (lk *lock) token(ctx context.Context) (int64, bool) {
 	return hc.token, true
 }
 
-// forceUnlock runs a kind's force-unlock script and marks this process's holds lost.
+// forceUnlock runs a kind's force-unlock script and marks the holds it ended lost: those this
+// process had when it was called. A waiter of this process that the script wakes may take a
+// new hold before the reply is read; that hold lives on.
 func (lk *lock) forceUnlock(ctx context.Context, s luaScript, keys, args []string) (bool, error) {
 	if err := lk.check(ctx); err != nil {
 		return false, err
 	}
+	ended := lk.c.holdsOn(lk.keys.lock)
 	n, err := s.on(lk.c).Exec(ctx, lk.c.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}
-	lk.c.loseKey(lk.keys.lock)
+	lk.c.loseHolds(ended)
 	return n == 1, nil
+}
+
+// holdsOn returns this process's holds on the lock key.
+func (c *Client) holdsOn(key string) []*hold {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var hs []*hold
+	for hk, h := range c.holds {
+		if hk.key == key {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// loseHolds marks those of hs that are still this process's holds lost.
+func (c *Client) loseHolds(hs []*hold) {
+	c.mu.Lock()
+	defer c.unlock()
+	for _, h := range hs {
+		if c.holds[holdKey{h.key, h.owner}] == h {
+			c.lose(h)
+		}
+	}
 }

@@ -84,7 +84,7 @@ func TestObserver_notUnderClientMutex(t *testing.T) {
 	time.AfterFunc(30*time.Millisecond, func() { _ = other.NewMutex("a").Unlock(oh) })
 	h, err = m.Lock(bg)
 	require.NoError(t, err)
-	// Lost through ForceUnlock here (loseKey).
+	// Lost through ForceUnlock here (loseHolds).
 	_, err = m.ForceUnlock(bg)
 	require.NoError(t, err)
 	require.ErrorIs(t, m.Unlock(h), ErrLockLost)

@@ -471,7 +471,7 @@ func TestObserver_mayCallIntoRlock(t *testing.T) {
 		assert.NoError(t, calls.main.Unlock(h))
 		_, err = calls.main.Lock(bg)
 		assert.NoError(t, err)
-		_, err = calls.main.ForceUnlock(bg) // loss, reported under loseKey
+		_, err = calls.main.ForceUnlock(bg) // loss, reported under loseHolds
 		assert.NoError(t, err)
 		l := c.NewMutex("main", rlock.WithLease(20*time.Millisecond)) // loss by the reaper
 		_, err = l.Lock(bg)

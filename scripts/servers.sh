@@ -1,5 +1,5 @@
-# servers.sh, sourced by with-cluster.sh and with-sentinel.sh: free loopback ports, a temp dir
-# for the servers, and stopping every process whose PID is in pids when the script exits.
+# servers.sh, sourced by the scripts/with-*.sh: free loopback ports, a temp dir for the
+# servers, and stopping every process whose PID is in pids when the script exits.
 
 # free_port prints a loopback port that nothing listens on and that is not in $taken. Ports
 # come from below Linux's default ephemeral range (32768-60999), where outgoing connections of
@@ -31,7 +31,8 @@ servers_dir() {
 
 # run_server D ARGS...: starts redis-server ARGS in the background with directory, log and
 # pidfile in D, and writes its command line to D/args (an argument a line), so that a test
-# that killed it can start it again as it was; stop finds that process by D/redis.pid.
+# that killed it can start it again as it was; stop finds that process by D/redis.pid. The
+# job is disowned: bash would report a test's kill -9 of it ("Killed") as if something failed.
 run_server() {
   local d=$1
   shift
@@ -39,6 +40,7 @@ run_server() {
   printf '%s\n' redis-server "$@" >"$d/args"
   redis-server "$@" &
   pids+=("$!")
+  disown "$!"
 }
 
 stop() {

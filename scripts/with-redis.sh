@@ -6,36 +6,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
 
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
+. scripts/servers.sh
+servers_dir redis
+
+# A port can be taken between free_port and the bind: start again elsewhere, up to 5 times.
+for attempt in 1 2 3 4 5; do
+  port=$(free_port)
+  taken="$taken$port "
+  mkdir -p "$dir/$port"
+  run_server "$dir/$port" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --enable-debug-command yes
+  pid=$!
+  up=0
+  for _ in $(seq 1 100); do
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then
+      up=1
+      break
     fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
   done
-  echo "no free port found" >&2
-  return 1
-}
-
-port=$(free_port)
-dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-  --enable-debug-command yes --dir "$dir" --logfile "$dir/redis.log" &
-pid=$!
-stop() {
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap stop EXIT INT TERM
-
-for _ in $(seq 1 100); do
-  if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
-  sleep 0.05
+  [ "$up" = 1 ] && break
+  echo "redis-server on port $port did not start (attempt $attempt):" >&2
+  tail -n 5 "$dir/$port/redis.log" >&2 || true
+  [ "$attempt" = 5 ] && exit 1
 done
-redis-cli -p "$port" ping >/dev/null
 
 export REDIS_ADDR="127.0.0.1:$port"
 export RLOCK_TEST_THROWAWAY=1 # tests may run DEBUG SLEEP, SCRIPT FLUSH and CLIENT KILL on it
