@@ -249,14 +249,3 @@ func (c *Client) lose(h *hold) {
 	h.lost = true
 	c.finish(h, ErrLockLost)
 }
-
-// loseKey marks every hold of this process on the lock key lost (after ForceUnlock).
-func (c *Client) loseKey(key string) {
-	c.mu.Lock()
-	defer c.unlock()
-	for hk, h := range c.holds {
-		if hk.key == key {
-			c.lose(h)
-		}
-	}
-}
