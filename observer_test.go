@@ -422,17 +422,17 @@ func TestObserver_holdEnds(t *testing.T) {
 	e.dirty = true // the closed client's locks expire by themselves
 }
 
-// TestObserver_renewalFailed blocks the server (DEBUG SLEEP) across a renewal: the failed
-// script is reported with the holds it carried, and the hold survives.
+// TestObserver_renewalFailed loses a renewal's request with its connection (the fault proxy):
+// the failed script is reported with the holds it carried, and the hold survives.
 func TestObserver_renewalFailed(t *testing.T) {
 	e := newEnv(t)
-	const timeout = 1500 * time.Millisecond // renewals every 500ms, each given 500ms
-	c, rec, _ := observed(t, e, rlock.Options{WatchdogTimeout: timeout})
+	p := e.newProxy()
+	const timeout = 1500 * time.Millisecond // renewals every 500ms
+	c, rec, _ := observed(t, e.through(p), rlock.Options{WatchdogTimeout: timeout})
 	m := c.NewMutex("renewal")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
-	// The renewal at 0.5s gets no reply before 1.0s; the lease lasts until 1.5s.
-	require.NoError(t, <-debugSleep(t, e, "renewal", 1050*time.Millisecond))
+	p.DropRequest(matchScript("renew.lua", e.lockKey("renewal")))
 	require.Eventually(t, func() bool { return len(rec.events(rlock.EventRenewalFailed)) > 0 },
 		timeout, time.Millisecond)
 	ev := rec.events(rlock.EventRenewalFailed)[0]
