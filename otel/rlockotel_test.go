@@ -273,20 +273,26 @@ func TestObserver(t *testing.T) {
 	}
 	require.ErrorIs(t, contested.Unlock(hc), rlock.ErrLockLost)
 
-	// A renewal failure: the server sleeps through a renewal (not through the lease).
+	// A renewal failure: the server refuses writes for a moment (min-replicas-to-write with no
+	// replica: NOREPLICAS), not for the lease.
 	if throwaway() {
-		c := h.client(rlock.Options{WatchdogTimeout: 1500 * time.Millisecond}) // renewals every 500ms, given 500ms
+		c := h.client(rlock.Options{WatchdogTimeout: 1500 * time.Millisecond}) // renewals every 500ms
 		renewed := c.NewMutex("renewed")
 		hr, err := renewed.Lock(ctx)
 		require.NoError(t, err)
 		admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{h.addr}, DisableCache: true})
 		require.NoError(t, err)
 		defer admin.Close()
-		require.NoError(t, admin.Do(bg, admin.B().Arbitrary("DEBUG", "SLEEP", "1.05").Build()).Error())
+		config := func(n string) {
+			require.NoError(t, admin.Do(bg, admin.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", n).Build()).Error())
+		}
+		config("1")
 		require.Eventually(t, func() bool {
 			n, _ := h.collect().sum(rlockotel.RenewalFailuresName, attribute.NewSet())
 			return n > 0
-		}, 2*time.Second, 5*time.Millisecond)
+		}, time.Second, 5*time.Millisecond)
+		config("0")
+		time.Sleep(time.Second) // past the lease the failed renewal would have extended
 		require.NoError(t, hr.Err(), "the hold survives")
 		require.NoError(t, renewed.Unlock(hr))
 	} else {
