@@ -580,19 +580,6 @@ func (e *env) numsub(channel string) int64 {
 // lockKey is the Redis key of the lock called name in e.
 func (e *env) lockKey(name string) string { return e.prefix + ":{" + name + "}" }
 
-// debugSleep blocks the master of the lock called name for d (DEBUG SLEEP) from a connection
-// of its own.
-func debugSleep(t *testing.T, e *env, name string, d time.Duration) <-chan error {
-	needsThrowaway(t)
-	n := newNode(t, e.master(name).addr)
-	done := make(chan error, 1)
-	go func() {
-		done <- n.rc.Do(bg, n.rc.B().Arbitrary("DEBUG", "SLEEP", strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Build()).Error()
-	}()
-	time.Sleep(50 * time.Millisecond) // let the sleep start first
-	return done
-}
-
 // crash kills the server n (SIGKILL) and returns a function that starts it again as it was,
 // without its data (the tests' servers persist nothing); its replicas then sync from it (see
 // waitSteady). It needs the command line that scripts/with-*.sh record in the server's
