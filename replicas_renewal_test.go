@@ -16,21 +16,7 @@ import (
 // instead of holding on to a lease that a failover would lose. With the replicas running,
 // holds live on. Standalone it makes a primary and a replica of its own, as TestSyncReplicas.
 func TestSyncReplicas_renewal(t *testing.T) {
-	var e *env
-	var replicaPIDs func(name string) []int
-	if suite.Topology == "standalone" {
-		e, replicaPIDs = ownReplica(t)
-	} else {
-		needsThrowaway(t) // stops replicas
-		e = newEnv(t)
-		replicaPIDs = func(name string) []int {
-			var pids []int
-			for _, r := range e.replicas(e.master(name)) {
-				pids = append(pids, r.pid(t))
-			}
-			return pids
-		}
-	}
+	e, replicaPIDs := withReplicas(t)
 	signal := func(pids []int, sig syscall.Signal) {
 		for _, pid := range pids {
 			require.NoError(t, syscall.Kill(pid, sig))

@@ -18,21 +18,7 @@ import (
 // is left. Re-entries are not waited for. Standalone, the test makes a primary and a replica of
 // its own; on a cluster or Sentinel it uses the replicas of each lock's master.
 func TestSyncReplicas(t *testing.T) {
-	var e *env
-	var replicaPIDs func(name string) []int
-	if suite.Topology == "standalone" {
-		e, replicaPIDs = ownReplica(t)
-	} else {
-		needsThrowaway(t) // stops replicas
-		e = newEnv(t)
-		replicaPIDs = func(name string) []int {
-			var pids []int
-			for _, r := range e.replicas(e.master(name)) {
-				pids = append(pids, r.pid(t))
-			}
-			return pids
-		}
-	}
+	e, replicaPIDs := withReplicas(t)
 	ctx := context.Background()
 	type kind struct {
 		name, lock string
@@ -100,6 +86,25 @@ func TestSyncReplicas(t *testing.T) {
 
 // ownReplica starts a primary and a replica of it, both the test's own, and returns an env on
 // the primary and the replica's PID.
+// withReplicas returns an env whose locks' masters have replicas, and the PIDs of the replicas
+// of the lock called name: standalone, a primary and a replica of the test's own (ownReplica);
+// on a cluster or Sentinel, the replicas of each lock's master (the test stops them: it needs
+// a throwaway deployment).
+func withReplicas(t *testing.T) (*env, func(name string) []int) {
+	if suite.Topology == "standalone" {
+		return ownReplica(t)
+	}
+	needsThrowaway(t)
+	e := newEnv(t)
+	return e, func(name string) []int {
+		var pids []int
+		for _, r := range e.replicas(e.master(name)) {
+			pids = append(pids, r.pid(t))
+		}
+		return pids
+	}
+}
+
 func ownReplica(t *testing.T) (*env, func(string) []int) {
 	primary, err := startRedis("")
 	require.NoError(t, err)
