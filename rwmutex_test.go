@@ -869,7 +869,10 @@ func TestRWMutex_writerStarvation(t *testing.T) {
 			k.name, wait, worst, rounds, worstDuring, jumped)
 		assert.Zero(t, jumped, "readers that asked after the writer was waiting got in before it")
 		assert.Less(t, worst, 3*time.Second, "the writer got in within a bounded time")
-		assert.LessOrEqual(t, worstDuring, 4*readers, "the writer waited for a few reader handoffs at most")
+		// Readers that asked before the writer was seen waiting may still go first; how many
+		// depends on how soon the watcher sees it, which a loaded machine delays (96 grants
+		// over 100ms once, with Spin(5ms), during a loaded make test).
+		assert.LessOrEqual(t, worstDuring, 10*readers, "the writer waited for a few rounds of reader handoffs at most")
 	})
 }
 
