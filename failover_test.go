@@ -341,22 +341,13 @@ func (f *foCluster) restart(t *testing.T, addr string) {
 
 // slotsOf is the slot map as node n sees it: one owner address per slot range.
 func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
-	shards, err := foDo(n, "CLUSTER", "SLOTS").ToArray()
+	slots, err := clusterSlots(foDo(n, "CLUSTER", "SLOTS"))
 	if err != nil {
 		return nil, err
 	}
 	m := map[[2]int64]string{}
-	for _, s := range shards {
-		v, err := s.ToArray()
-		if err != nil || len(v) < 3 {
-			return nil, fmt.Errorf("bad CLUSTER SLOTS entry: %v", err)
-		}
-		lo, _ := v[0].AsInt64()
-		hi, _ := v[1].AsInt64()
-		mv, _ := v[2].ToArray()
-		host, _ := mv[0].ToString()
-		port, _ := mv[1].AsInt64()
-		m[[2]int64{lo, hi}] = fmt.Sprintf("%s:%d", host, port)
+	for _, s := range slots {
+		m[[2]int64{int64(s.lo), int64(s.hi)}] = s.master
 	}
 	return m, nil
 }

@@ -63,9 +63,8 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attem
 	if r.join {
 		queue = "wait"
 	}
-	fence := fencingArg(lk)
 	reply, err := lk.c.eval(ctx, r, fairAcquireScript, k.acquireKeys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fence, lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fencingArg(lk), lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}

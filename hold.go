@@ -177,12 +177,12 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 	lease := lk.leaseFor()
 	if a.claim > 0 {
 		lease = a.claim
-		if lk.lease == 0 {
-			h.claimed = true
-			c.renewSoon(localEnd(a.sent, lease))
-		}
 	}
 	end := localEnd(a.sent, lease)
+	if a.claim > 0 && lk.lease == 0 {
+		h.claimed = true
+		c.renewSoon(end)
+	}
 	if end.After(h.expires) || lk.lease > 0 {
 		h.expires = end
 		if c.reapAt.IsZero() || end.Before(c.reapAt) {

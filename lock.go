@@ -306,18 +306,31 @@ func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
 		if err != nil || !a.acquired || a.count != 1 {
 			return nil // no new hold: nothing to wait for
 		}
-		acked, werr := d.Do(ctx, d.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
-			Timeout(c.opts.SyncTimeout.Milliseconds()).Build()).AsInt64()
-		switch {
-		case werr != nil:
-			a.unreplicated = lk.errorf("%w: WAIT failed: %w", ErrNotReplicated, werr)
-		case acked < int64(c.opts.SyncReplicas):
-			a.unreplicated = lk.errorf("%w: %d of %d replicas acknowledged the hold within %v", ErrNotReplicated,
-				acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
+		if err := c.notReplicated("the hold", d.Do(ctx, c.waitReplicas(d.B()))); err != nil {
+			a.unreplicated = lk.errorf("%w", err)
 		}
 		return nil
 	})
 	return a, err
+}
+
+// waitReplicas is the WAIT command of Options.SyncReplicas.
+func (c *Client) waitReplicas(b rueidis.Builder) rueidis.Completed {
+	return b.Wait().Numreplicas(int64(c.opts.SyncReplicas)).Timeout(c.opts.SyncTimeout.Milliseconds()).Build()
+}
+
+// notReplicated reads the reply of waitReplicas sent after what was written ("the hold", "the
+// renewal"): nil when enough replicas acknowledged it, else an error wrapping ErrNotReplicated.
+func (c *Client) notReplicated(what string, res rueidis.RedisResult) error {
+	acked, err := res.AsInt64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: WAIT after %s failed: %w", ErrNotReplicated, what, err)
+	case acked < int64(c.opts.SyncReplicas):
+		return fmt.Errorf("%w: %d of %d replicas acknowledged %s within %v", ErrNotReplicated,
+			acked, c.opts.SyncReplicas, what, c.opts.SyncTimeout)
+	}
+	return nil
 }
 
 // eval runs script s for request r: on r's own connection if it has one, else through the

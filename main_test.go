@@ -258,6 +258,28 @@ type slotRange struct {
 	master string
 }
 
+// clusterSlots reads a CLUSTER SLOTS reply: each slot range and its master's address.
+func clusterSlots(res rueidis.RedisResult) ([]slotRange, error) {
+	shards, err := res.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	var slots []slotRange
+	for _, s := range shards {
+		v, err := s.ToArray()
+		if err != nil || len(v) < 3 {
+			return nil, fmt.Errorf("CLUSTER SLOTS: bad entry %v", s)
+		}
+		lo, _ := v[0].AsInt64()
+		hi, _ := v[1].AsInt64()
+		mv, _ := v[2].ToArray()
+		host, _ := mv[0].ToString()
+		port, _ := mv[1].AsInt64()
+		slots = append(slots, slotRange{uint16(lo), uint16(hi), net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	return slots, nil
+}
+
 // openDeployment connects to d's nodes and finds their roles.
 func openDeployment(d rlock.Deployment) (_ *deployment, err error) {
 	dep := &deployment{Deployment: d, replicas: map[string][]node{}}
@@ -296,21 +318,8 @@ func openDeployment(d rlock.Deployment) (_ *deployment, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		m := dep.masters[0]
-		shards, err := m.rc.Do(ctx, m.rc.B().ClusterSlots().Build()).ToArray()
-		if err != nil {
+		if dep.slots, err = clusterSlots(m.rc.Do(ctx, m.rc.B().ClusterSlots().Build())); err != nil {
 			return nil, err
-		}
-		for _, s := range shards {
-			v, err := s.ToArray()
-			if err != nil || len(v) < 3 {
-				return nil, fmt.Errorf("CLUSTER SLOTS: %v", s)
-			}
-			lo, _ := v[0].AsInt64()
-			hi, _ := v[1].AsInt64()
-			mv, _ := v[2].ToArray()
-			host, _ := mv[0].ToString()
-			port, _ := mv[1].AsInt64()
-			dep.slots = append(dep.slots, slotRange{uint16(lo), uint16(hi), net.JoinHostPort(host, strconv.FormatInt(port, 10))})
 		}
 	}
 	return dep, nil

@@ -39,8 +39,12 @@ func newRWKind(fair bool) func(lk *lock) kind {
 	}
 }
 
-// rwAccessArg is the scripts' name of each access.
-var rwAccessArg = [accesses]string{exclusive: "w", shared: "r"}
+// rwAccessArg is the scripts' name of each access, and rwAddressPrefix what starts the address
+// of a fair waiter for it (its hash field, "<r|w>:<owner>").
+var (
+	rwAccessArg     = [accesses]string{exclusive: "w", shared: "r"}
+	rwAddressPrefix = [accesses]string{exclusive: "w:", shared: "r:"}
+)
 
 // NewRWMutex returns the read-write mutex called name, which prefers writers: once a writer
 // waits, an RLock by an owner that holds nothing waits behind it, so a stream of readers
@@ -76,7 +80,7 @@ func (k rwKind) style(a access) waitStyle {
 	switch {
 	case k.fair:
 		// Queued, and granted the lock by the release that lets them in (direct handoff).
-		return waitStyle{wake: wakeAddressed, queued: true, prefix: rwAccessArg[a] + ":"}
+		return waitStyle{wake: wakeAddressed, queued: true, prefix: rwAddressPrefix[a]}
 	case a == shared:
 		// Readers wake together.
 		return waitStyle{wake: wakeReaders}
@@ -87,15 +91,12 @@ func (k rwKind) style(a access) waitStyle {
 
 func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	join, fence := "try", "0"
+	join := "try"
 	if r.join {
 		join = "wait"
 	}
-	if lk.fencing {
-		fence = "1"
-	}
 	reply, err := lk.c.eval(ctx, r, rwAcquireScript, k.acquireKeys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fence, lk.c.fairWaitMs,
+		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fencingArg(lk), lk.c.fairWaitMs,
 			join, k.arg(), lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)

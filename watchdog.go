@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -201,7 +200,7 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	for g, holds := range bySlot {
 		for len(holds) > 0 {
 			n := min(len(holds), renewBatch)
-			chunks = append(chunks, renewal{g.script, holds[:n]})
+			chunks = append(chunks, renewal{g.script, g.slot, holds[:n]})
 			holds = holds[n:]
 		}
 	}
@@ -269,28 +268,20 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply 
 	// cluster serves one slot: one connection per slot (one in all, off a cluster).
 	bySlot := make(map[uint16][]int)
 	for i, r := range chunks {
-		s := c.slotOf(r.holds[0].key)
-		bySlot[s] = append(bySlot[s], i)
+		bySlot[r.slot] = append(bySlot[r.slot], i)
 	}
 	for _, idx := range bySlot {
 		group := make(rueidis.Commands, 0, len(idx)+1)
 		for _, i := range idx {
 			group = append(group, cmds[i])
 		}
-		group = append(group, c.rc.B().Wait().Numreplicas(int64(c.opts.SyncReplicas)).
-			Timeout(c.opts.SyncTimeout.Milliseconds()).Build())
+		group = append(group, c.waitReplicas(c.rc.B()))
 		_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
 			res := d.DoMulti(ctx, group...)
-			acked, werr := res[len(idx)].AsInt64()
+			short := c.notReplicated("the renewal", res[len(idx)])
 			for j, i := range idx {
-				out[i].renewed, out[i].err = res[j].AsIntSlice()
-				switch {
-				case out[i].err != nil:
-				case werr != nil:
-					out[i].err = fmt.Errorf("%w: WAIT after the renewal failed: %w", ErrNotReplicated, werr)
-				case acked < int64(c.opts.SyncReplicas):
-					out[i].err = fmt.Errorf("%w: %d of %d replicas acknowledged the renewal within %v",
-						ErrNotReplicated, acked, c.opts.SyncReplicas, c.opts.SyncTimeout)
+				if out[i].renewed, out[i].err = res[j].AsIntSlice(); out[i].err == nil {
+					out[i].err = short
 				}
 			}
 			return nil
@@ -302,6 +293,7 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply 
 // renewal is one renewal script: holds of one kind and slot.
 type renewal struct {
 	script luaScript
+	slot   uint16 // its holds' slot (see slotOf)
 	holds  []*hold
 }
 

@@ -31,7 +31,7 @@
 -- wrong type or a bad fencing counter raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
-local entry = owner .. '\0' .. req .. '\0' .. ARGV[8] .. '\0' .. ARGV[5]
+local entry = queueEntry(owner, req, ARGV[8], ARGV[5])
 
 local function take(pop)
   local t = fence(counter, true)

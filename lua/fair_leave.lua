@@ -14,7 +14,7 @@ local held = redis.call('hmget', H, owner, '\1g', '\1k')
 mustBeKind(H, '', held[3])
 redis.call('llen', Q)
 redis.call('zcard', D)
-local removed = leaveQueue(Q, D, owner .. '\0' .. req .. '\0' .. ARGV[3] .. '\0' .. ARGV[4])
+local removed = leaveQueue(Q, D, queueEntry(owner, req, ARGV[3], ARGV[4]))
 if held[1] and held[2] == req then
   redis.call('hdel', H, '\1g')
   if tonumber(held[1]) > 1 then

@@ -39,8 +39,14 @@ end
 
 -- A queued waiter's entry is "<address>\0<request id>\0<claim ms>\0<extra>": where its wake-up
 -- goes, the request a grant is recorded for, the lease a grant gives it (0: wake it, grant
--- nothing), and what its kind needs to know (a fair Mutex: '1' for a fencing token; a
+-- nothing), and what its kind needs to know (a fair Mutex or RWMutex: '1' for a fencing token; a
 -- Semaphore: its permits). An entry without NULs is an address alone (wake it only).
+local function queueEntry(addr, req, claim, extra)
+  return addr .. '\0' .. req .. '\0' .. claim .. '\0' .. extra
+end
+
+-- splitEntry returns an entry's address, request id (nil for an address alone), claim (a
+-- number) and extra.
 local function splitEntry(e)
   local addr, req, claim, extra = string.match(e, '^(.-)%z(.-)%z(%d+)%z(.*)$')
   if not addr then

@@ -35,7 +35,7 @@ local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4
 local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
-local entry = field .. '\0' .. req .. '\0' .. (ARGV[10] or '0') .. '\0' .. ARGV[6]
+local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 
 mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)

@@ -32,7 +32,7 @@ if badCounter(redis.call('get', F)) then
 end
 local t = now()
 dropLapsedRW(H, L, t)
-local removed = leaveQueue(Q, D, field .. '\0' .. req .. '\0' .. ARGV[5] .. '\0' .. ARGV[6])
+local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6]))
 local granted = redis.call('hmget', H, '\1g' .. field, field)
 if granted[1] == req and granted[2] then
   redis.call('hdel', H, '\1g' .. field)

@@ -11,7 +11,7 @@ local got = redis.call('hmget', H, '\1k', '\1p', id)
 mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)
-local removed = leaveQueue(Q, D, id .. '\0' .. id .. '\0' .. ARGV[2] .. '\0' .. ARGV[3])
+local removed = leaveQueue(Q, D, queueEntry(id, id, ARGV[2], ARGV[3]))
 if not removed and not got[3] then
   return 0
 end
