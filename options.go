@@ -129,7 +129,9 @@ func (s spinWait) validate() error {
 	return nil
 }
 
-// MutexOption configures one [Mutex]; pass it to [Client.NewMutex] or [Client.NewFairMutex].
+// MutexOption configures one lock of any kind: pass it to [Client.NewMutex],
+// [Client.NewFairMutex], [Client.NewRWMutex], [Client.NewFairRWMutex] or [Client.NewSemaphore].
+// An invalid option is reported by every call on that lock (an error wrapping [ErrInvalid]).
 type MutexOption func(*mutexConfig)
 
 type mutexConfig struct {
@@ -156,7 +158,7 @@ func WithLease(d time.Duration) MutexOption {
 	}
 }
 
-// WithWait makes this mutex wait with w instead of [Options.Wait].
+// WithWait makes this lock (of any kind) wait with w instead of [Options.Wait].
 func WithWait(w WaitStrategy) MutexOption {
 	return func(c *mutexConfig) {
 		if w == nil {
@@ -172,7 +174,9 @@ func WithWait(w WaitStrategy) MutexOption {
 }
 
 // WithFencing makes every new hold (not a re-entry) take a strictly larger fencing token from
-// a per-lock counter, read with [Mutex.Token]. All mutexes of one name should agree on it.
+// a per-lock counter, read with [Mutex.Token] or [RWMutex.Token] (a read hold gets the last
+// writer's token). All locks of one name should agree on it. A [Semaphore] refuses it: its
+// calls return an error wrapping [ErrInvalid].
 func WithFencing() MutexOption {
 	return func(c *mutexConfig) { c.fencing = true }
 }
