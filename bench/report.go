@@ -260,35 +260,34 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 }
 
 // quickNote says, for a table of a -quick run, which of its figures are rough: tails (p99),
-// shares and ratios rest on a short run with few samples, often including the cold start of
-// the worker processes, and can read several times what a full run measures; the safety
-// counts (overlaps, conflicts, over permits, inversions, lost) are exact in any run. It
-// returns "" when the table has none of either.
+// shares, ratios and FIFO inversions rest on a short run (one FIFO round) with few samples,
+// often including the cold start of the worker processes, and can read several times what a
+// full run measures; the safety counts (overlaps, conflicts, over permits) are counted, not
+// sampled, and must be 0 in any run. It returns "" when the table has neither.
 func quickNote(s *ScenarioResult) string {
 	var rough, exact []string
 	for _, c := range s.Columns {
 		h := c.Header
 		switch {
 		case strings.Contains(h, "p99"), strings.Contains(h, "share"), strings.Contains(h, " vs "),
-			strings.HasPrefix(h, "vs "), c.Unit == unitRatio:
+			strings.HasPrefix(h, "vs "), c.Unit == unitRatio, strings.HasPrefix(h, "inversions"):
 			rough = append(rough, h)
-		case h == "overlaps", h == "conflicts", h == "over permits", strings.HasPrefix(h, "inversions"),
-			h == "lost", h == "errors":
+		case h == "overlaps", h == "conflicts", h == "over permits":
 			exact = append(exact, h)
 		}
 	}
 	if len(rough) == 0 && len(exact) == 0 {
 		return ""
 	}
-	note := "-quick: one short run per contender (few samples), for a smoke test."
+	var parts []string
 	if len(rough) > 0 {
-		note += " Rough here: " + strings.Join(rough, ", ") + " (a tail or a ratio from a few seconds, " +
-			"cold start included, can read several times a full run's; run make bench before reading anything into them)."
+		parts = append(parts, "rough: "+strings.Join(rough, ", ")+" (tails and ratios of a few seconds, "+
+			"cold start included, can read several times what make bench measures)")
 	}
 	if len(exact) > 0 {
-		note += " Exact in any run: " + strings.Join(exact, ", ") + "."
+		parts = append(parts, "counted, not sampled, and 0 in any run: "+strings.Join(exact, ", "))
 	}
-	return note
+	return "-quick, few samples; " + strings.Join(parts, "; ") + "."
 }
 
 func escapeCell(s string) string {

@@ -16,7 +16,7 @@ func TestQuickNote(t *testing.T) {
 		{"overlaps", "overlaps", unitCount},
 	}}
 	note := quickNote(s)
-	for _, want := range []string{"Rough here: wait p99, share max/min, ops/s vs Mutex (", "Exact in any run: overlaps."} {
+	for _, want := range []string{"rough: wait p99, share max/min, ops/s vs Mutex (", "; counted, not sampled, and 0 in any run: overlaps."} {
 		if !strings.Contains(note, want) {
 			t.Errorf("quickNote = %q, want it to contain %q", note, want)
 		}
