@@ -34,7 +34,7 @@ type Options struct {
 	// default 5s; at least 3ms (waiters poll every third of it). Live waiters poll well within
 	// it and never lose their place.
 	FairWaitTimeout time.Duration
-	// Logger receives background errors (renewal failures); default: discard.
+	// Logger receives background errors (renewal failures); default: none, and they are discarded.
 	Logger *slog.Logger
 	// SyncReplicas, if above 0, makes every new hold (of any kind or mode; not a re-entry)
 	// count only once that many replicas have acknowledged it (WAIT, on the connection that
@@ -46,7 +46,7 @@ type Options struct {
 	SyncReplicas int
 	// SyncTimeout is how long a new hold waits for SyncReplicas acknowledgements; default 1s.
 	SyncTimeout time.Duration
-	// Observer, if not nil, is told of every Lock, TryLock and Unlock call and of what happens
+	// Observer, if not nil, is told of every call that takes or releases a hold, and of what happens
 	// to holds (started, ended, renewal failures, handoffs), for metrics and tracing; see
 	// [Observer]. Default: none, which costs nothing.
 	Observer Observer
