@@ -7,8 +7,9 @@ GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
+CHAOSPAUSEFLAGS ?= -chaospause.duration=60s
 
-.PHONY: test vet bench bench-quick bench-cluster gobench chaos
+.PHONY: test vet bench bench-quick bench-cluster gobench chaos chaos-pause
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -39,6 +40,13 @@ gotest:
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).
 chaos:
 	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaos$$' -v . -args $(CHAOSFLAGS)
+
+# The chaos test with stopped processes (SIGSTOP past the lease and past FairWaitTimeout) and a
+# stalled server (DEBUG SLEEP) besides connection kills: every kind, pub/sub then spin, 60s each
+# by default (make chaos-pause CHAOSPAUSEFLAGS='-chaospause.duration=10s' for a short run). Not
+# part of make test.
+chaos-pause:
+	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:
