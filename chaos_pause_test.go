@@ -87,8 +87,18 @@ import (
 	"go.uber.org/goleak"
 )
 
-var chaosPauseDuration = flag.Duration("chaospause.duration", 0,
-	"TestChaosPause: run time of each wait strategy (0: skip the test; make chaos-pause sets 60s)")
+var (
+	chaosPauseDuration = flag.Duration("chaospause.duration", 0,
+		"TestChaosPause: run time of each wait strategy (0: skip the test; make chaos-pause sets 60s)")
+	chaosPauseFaultsFlag = flag.String("chaospause.faults", "stop,longstop,sleep,kill",
+		"TestChaosPause: faults to inject, comma-separated: stop (short SIGSTOPs), longstop (SIGSTOPs past the lease "+
+			"and FairWaitTimeout), sleep (DEBUG SLEEP), kill (CLIENT KILL); e.g. stop,kill for a baseline that must pass")
+)
+
+// chaosPauseFault reports whether -chaospause.faults names fault.
+func chaosPauseFault(fault string) bool {
+	return slices.Contains(strings.Split(*chaosPauseFaultsFlag, ","), fault)
+}
 
 // Shape of a pause chaos run.
 const (
@@ -158,10 +168,18 @@ func runChaosPause(t *testing.T, wait string) {
 	var faults chaosPauseFaults
 	end := time.Now().Add(*chaosPauseDuration)
 	var bg sync.WaitGroup
-	bg.Add(3)
-	go func() { defer bg.Done(); chaosPauser(children, logf, end, &faults) }()
-	go func() { defer bg.Done(); chaosSleeper(sleepers, logf, end, &faults) }()
-	go func() { defer bg.Done(); chaosKiller(killers, end, &faults) }()
+	if chaosPauseFault("stop") || chaosPauseFault("longstop") {
+		bg.Add(1)
+		go func() { defer bg.Done(); chaosPauser(children, logf, end, &faults) }()
+	}
+	if chaosPauseFault("sleep") {
+		bg.Add(1)
+		go func() { defer bg.Done(); chaosSleeper(sleepers, logf, end, &faults) }()
+	}
+	if chaosPauseFault("kill") {
+		bg.Add(1)
+		go func() { defer bg.Done(); chaosKiller(killers, end, &faults) }()
+	}
 
 	exits := make([]error, len(children))
 	var readers sync.WaitGroup
@@ -229,8 +247,9 @@ func runChaosPause(t *testing.T, wait string) {
 	a.report(t, wait, &faults, len(left), leftChildren)
 }
 
-// chaosPauser stops a random child every 0.3-1 s until end: two times in three for 1.2-2.5
-// times the longer of the lease and FairWaitTimeout, else for 20-500 ms. It writes STOP once
+// chaosPauser stops a random child every 0.3-1 s until end: two times in three (longstop; every
+// time without stop) for 1.2-2.5 times the longer of the lease and FairWaitTimeout, else (stop)
+// for 20-500 ms. It writes STOP once
 // every thread of the child is stopped and CONT just before SIGCONT.
 func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseFaults) {
 	long := max(chaosPauseLease, chaosPauseFairWait)
@@ -238,7 +257,7 @@ func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseF
 		time.Sleep(time.Duration(300+rand.IntN(701)) * time.Millisecond)
 		p := rand.IntN(len(children))
 		d := time.Duration(20+rand.IntN(481)) * time.Millisecond
-		if rand.IntN(3) > 0 {
+		if !chaosPauseFault("stop") || chaosPauseFault("longstop") && rand.IntN(3) > 0 {
 			d = long + time.Duration(rand.Int64N(int64(long)*13/10)) + long/5
 		}
 		proc := children[p].cmd.Process
@@ -756,11 +775,11 @@ func (a *chaosPauseAnalysis) report(t *testing.T, wait string, f *chaosPauseFaul
 			t.Errorf("no acquisition of %s in %v: the run checked nothing there", k, *chaosPauseDuration)
 		}
 	}
-	fmt.Printf("chaos-pause %s: %v, %d procs x %d goroutines, %d calls; acquisitions: %s; "+
+	fmt.Printf("chaos-pause %s: %v, faults %s, %d procs x %d goroutines, %d calls; acquisitions: %s; "+
 		"stops %d (holder stopped past the lease %d, holding %d holds, of which %d found their context done at the first check; waiter stopped past FairWaitTimeout %d; short %d; failed %d); "+
 		"DEBUG SLEEPs %d (%d failed); kills %d (%d connections, %d failed); "+
 		"overlaps %d; live after pause %d; fencing violations %d; leftovers: %d in Redis, %d children with subscriptions or goroutines; errors: %s\n",
-		wait, *chaosPauseDuration, chaosPauseProcs, chaosPauseGoroutines, calls, strings.Join(acqParts, ", "),
+		wait, *chaosPauseDuration, *chaosPauseFaultsFlag, chaosPauseProcs, chaosPauseGoroutines, calls, strings.Join(acqParts, ", "),
 		len(a.pauses), holderPauses, holdersPaused, foundDone, waiterPauses, short, f.stopFails.Load(),
 		a.sleeps, f.sleepErrs.Load(), f.kills.Load(), f.killed.Load(), f.killErrs.Load(),
 		a.overlapN, a.liveAfterN, a.fencingN, leftKeys, leftChildren, strings.Join(errKinds, " "))
