@@ -253,9 +253,16 @@ func runChaosPause(t *testing.T, wait string) {
 // every thread of the child is stopped and CONT just before SIGCONT.
 func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseFaults) {
 	long := max(chaosPauseLease, chaosPauseFairWait)
+	tail, err := os.Open(logf.Name())
+	if err != nil {
+		panic(err) // the parent just created it
+	}
+	defer tail.Close()
+	tracker := &chaosTail{f: tail}
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(300+rand.IntN(701)) * time.Millisecond)
-		p := rand.IntN(len(children))
+		tracker.read()
+		p := tracker.pick(len(children))
 		d := time.Duration(20+rand.IntN(481)) * time.Millisecond
 		if !chaosPauseFault("stop") || chaosPauseFault("longstop") && rand.IntN(3) > 0 {
 			d = long + time.Duration(rand.Int64N(int64(long)*13/10)) + long/5
@@ -277,6 +284,88 @@ func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseF
 		_ = proc.Signal(syscall.SIGCONT)
 		f.stops.Add(1)
 	}
+}
+
+// chaosTail follows the log as it grows, to know which children hold and which wait, so that
+// the pauser stops holders and waiters more often than chance would. It only aims the stops:
+// the checks classify each stop from the whole log afterwards.
+type chaosTail struct {
+	f       *os.File
+	partial []byte
+	holding map[int]map[string]bool // proc -> ids of its calls between E and X
+	waiting map[int]map[string]bool // proc -> ids of its calls between B and E or F
+}
+
+// read takes the records appended since the last read.
+func (c *chaosTail) read() {
+	if c.holding == nil {
+		c.holding, c.waiting = make(map[int]map[string]bool), make(map[int]map[string]bool)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		n, _ := c.f.Read(buf)
+		if n == 0 {
+			return
+		}
+		c.partial = append(c.partial, buf[:n]...)
+		for {
+			i := slices.Index(c.partial, '\n')
+			if i < 0 {
+				break
+			}
+			f := strings.Fields(string(c.partial[:i]))
+			c.partial = c.partial[i+1:]
+			if len(f) < 2 || len(f[0]) != 1 {
+				continue
+			}
+			proc, err := strconv.Atoi(strings.SplitN(f[1], ".", 2)[0])
+			if err != nil {
+				continue
+			}
+			set := func(m map[int]map[string]bool, on bool) {
+				if m[proc] == nil {
+					m[proc] = make(map[string]bool)
+				}
+				if on {
+					m[proc][f[1]] = true
+				} else {
+					delete(m[proc], f[1])
+				}
+			}
+			switch f[0] {
+			case "B":
+				set(c.waiting, true)
+			case "E":
+				set(c.waiting, false)
+				set(c.holding, true)
+			case "F":
+				set(c.waiting, false)
+			case "X":
+				set(c.holding, false)
+			}
+		}
+	}
+}
+
+// pick chooses the child to stop: half the time one that holds, a quarter of the time one
+// that waits and holds nothing (if there is one), else any.
+func (c *chaosTail) pick(procs int) int {
+	var holders, waiters []int
+	for p := range procs {
+		switch {
+		case len(c.holding[p]) > 0:
+			holders = append(holders, p)
+		case len(c.waiting[p]) > 0:
+			waiters = append(waiters, p)
+		}
+	}
+	switch r := rand.IntN(4); {
+	case r < 2 && len(holders) > 0:
+		return holders[rand.IntN(len(holders))]
+	case r == 2 && len(waiters) > 0:
+		return waiters[rand.IntN(len(waiters))]
+	}
+	return rand.IntN(procs)
 }
 
 // chaosStopped waits up to within for every thread of process pid to be stopped, and reports
