@@ -8,6 +8,7 @@ BENCHFLAGS ?=
 TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
 CHAOSPAUSEFLAGS ?= -chaospause.duration=60s
+CHAOSPAUSERUNS ?= 1
 
 .PHONY: test vet bench bench-quick bench-cluster gobench chaos chaos-pause
 
@@ -43,10 +44,11 @@ chaos:
 
 # The chaos test with stopped processes (SIGSTOP past the lease and past FairWaitTimeout) and a
 # stalled server (DEBUG SLEEP) besides connection kills: every kind, pub/sub then spin, 60s each
-# by default (make chaos-pause CHAOSPAUSEFLAGS='-chaospause.duration=10s' for a short run). Not
-# part of make test.
+# by default, CHAOSPAUSERUNS times (make chaos-pause CHAOSPAUSERUNS=10; CHAOSPAUSEFLAGS=
+# '-chaospause.duration=10s' for short runs, '-chaospause.faults=stop,kill' for a baseline
+# without losses). One summary line per run. Not part of make test.
 chaos-pause:
-	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
+	scripts/with-redis.sh $(GO) test -race -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:
