@@ -497,17 +497,18 @@ type chaosPauseOverlap struct {
 
 // chaosPauseAnalysis is what the log says.
 type chaosPauseAnalysis struct {
-	lines      []string
-	holds      []*chaosPauseHold
-	pauses     []*chaosPausePause
-	parseErrs  []string
-	sleeps     int
-	overlaps   []chaosPauseOverlap
-	liveAfter  map[*chaosPauseHold]bool // holds that stepped after a stop past their lease
-	fencing    []string
-	fencingN   int
-	liveAfterN int
-	errCounts  map[string]int
+	lines          []string
+	holds          []*chaosPauseHold
+	pauses         []*chaosPausePause
+	parseErrs      []string
+	sleeps         int
+	overlaps       []chaosPauseOverlap
+	liveAfter      map[*chaosPauseHold]bool // holds that stepped after a stop past their lease
+	fencing        []string
+	fencingN       int
+	fencingSpanned int // of fencingN: the later hold's acquiring call spanned a stop past the lease
+	liveAfterN     int
+	errCounts      map[string]int
 }
 
 // analyzeChaosPause parses the log lines and runs the checks.
@@ -758,13 +759,26 @@ func (a *chaosPauseAnalysis) checkFencing() {
 			}
 			if x := maxTok[k-1]; x.token > b.token || x.token == b.token && b.mode == "w" {
 				a.fencingN++
+				why := ""
+				if a.spannedStop(b) {
+					a.fencingSpanned++
+					why = " (the later one's acquiring call spanned a stop of its process past the lease: its grant came before the other's, and its context looked live after the stop)"
+				}
 				if len(a.fencing) < chaosMaxReports {
-					a.fencing = append(a.fencing, fmt.Sprintf("%s: %s was seen live wholly before %s, but its token is larger (or not smaller than a write hold's)",
-						l.name, a.describe(x), a.describe(b)))
+					a.fencing = append(a.fencing, fmt.Sprintf("%s: %s was seen live wholly before %s, but its token is larger (or not smaller than a write hold's)%s",
+						l.name, a.describe(x), a.describe(b), why))
 				}
 			}
 		}
 	}
+}
+
+// spannedStop reports whether h's acquiring call began before a stop of its process longer
+// than the lease and returned after it.
+func (a *chaosPauseAnalysis) spannedStop(h *chaosPauseHold) bool {
+	return slices.ContainsFunc(a.pauses, func(p *chaosPausePause) bool {
+		return p.proc == h.proc && p.pastLease && h.begin < p.stop && h.enter > p.cont
+	})
 }
 
 // explained reports whether a hold of o stepped after a stop of its process past its lease.
@@ -912,11 +926,11 @@ func (a *chaosPauseAnalysis) report(t *testing.T, wait string, f *chaosPauseFaul
 	fmt.Printf("chaos-pause %s: %v, faults %s, %d procs x %d goroutines, %d calls; acquisitions: %s; "+
 		"stops %d (holder stopped past the lease %d, holding %d holds, of which %d found their context done at the first check; waiter stopped past FairWaitTimeout %d; short %d; failed %d); "+
 		"DEBUG SLEEPs %d (%d failed); kills %d (%d connections, %d failed); "+
-		"overlaps %s; live after pause %d; fencing violations %d; leftovers: %d in Redis, %d children with subscriptions or goroutines; errors: %s\n",
+		"overlaps %s; live after pause %d; fencing violations %d (%d after a call that spanned a stop past the lease); leftovers: %d in Redis, %d children with subscriptions or goroutines; errors: %s\n",
 		wait, *chaosPauseDuration, *chaosPauseFaultsFlag, chaosPauseProcs, chaosPauseGoroutines, calls, strings.Join(acqParts, ", "),
 		len(a.pauses), holderPauses, holdersPaused, foundDone, waiterPauses, short, f.stopFails.Load(),
 		a.sleeps, f.sleepErrs.Load(), f.kills.Load(), f.killed.Load(), f.killErrs.Load(),
-		overlapSummary, a.liveAfterN, a.fencingN, leftKeys, leftChildren, strings.Join(errKinds, " "))
+		overlapSummary, a.liveAfterN, a.fencingN, a.fencingSpanned, leftKeys, leftChildren, strings.Join(errKinds, " "))
 }
 
 // ---- child side ----
