@@ -47,6 +47,11 @@ package rlock_test
 // window begins (P record) was seen live wholly before it; the later one's token must then be
 // larger (a write hold) or not smaller (a read hold).
 //
+// The report names, for each overlap, whether a hold in it stepped after a stop past its lease
+// (a hold context that looked live after the stop), or else whether the acquiring call of a hold
+// in it spanned such a stop (a grant from before the stop taken as fresh after it); the same
+// for fencing violations. TestChaosPauseChecker checks these definitions on hand-written logs.
+//
 // Leftovers: each child, after Close, has no subscription on any connection (CLIENT LIST) and no
 // goroutine (goleak), or exits 4; the parent then finds no keys but fencing counters and no
 // channels under its prefix.
@@ -72,7 +77,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-
 	"slices"
 	"sort"
 	"strconv"
@@ -92,7 +96,9 @@ var (
 		"TestChaosPause: run time of each wait strategy (0: skip the test; make chaos-pause sets 60s)")
 	chaosPauseFaultsFlag = flag.String("chaospause.faults", "stop,longstop,sleep,kill",
 		"TestChaosPause: faults to inject, comma-separated: stop (short SIGSTOPs), longstop (SIGSTOPs past the lease "+
-			"and FairWaitTimeout), sleep (DEBUG SLEEP), kill (CLIENT KILL); e.g. stop,kill for a baseline that must pass")
+			"and FairWaitTimeout), sleep (DEBUG SLEEP), kill (CLIENT KILL); e.g. stop,kill: no stop outlasts a lease")
+	chaosPauseLogDir = flag.String("chaospause.logdir", "",
+		"TestChaosPause: keep the log of each failed run in this directory (the report names its line numbers)")
 )
 
 // chaosPauseFault reports whether -chaospause.faults names fault.
@@ -245,6 +251,14 @@ func runChaosPause(t *testing.T, wait string) {
 	}
 	a := analyzeChaosPause(strings.Split(strings.TrimSuffix(string(data), "\n"), "\n"))
 	a.report(t, wait, &faults, len(left), leftChildren)
+	if t.Failed() && *chaosPauseLogDir != "" {
+		keep := filepath.Join(*chaosPauseLogDir, fmt.Sprintf("chaos-pause-%s-%s.log", wait, time.Now().UTC().Format("20060102T150405")))
+		if err := os.WriteFile(keep, data, 0o644); err != nil {
+			t.Errorf("keeping the log: %v", err)
+		} else {
+			t.Logf("log kept in %s", keep)
+		}
+	}
 }
 
 // chaosPauser stops a random child every 0.3-1 s until end: two times in three (longstop; every
@@ -518,10 +532,11 @@ func analyzeChaosPause(lines []string) *chaosPauseAnalysis {
 	open := make(map[int]int) // proc -> line of its pending STOP
 	bad := func(i int, why string) {
 		if len(a.parseErrs) < chaosMaxReports {
-			a.parseErrs = append(a.parseErrs, fmt.Sprintf("line %d %q: %s", i, lines[i], why))
+			a.parseErrs = append(a.parseErrs, fmt.Sprintf("line %d %q: %s", i, lines[i-1], why))
 		}
 	}
 	for i, s := range lines {
+		i := i + 1 // line numbers count from 1, as in an editor
 		f := strings.Fields(s)
 		if len(f) < 2 {
 			bad(i, "too short")
@@ -533,6 +548,10 @@ func analyzeChaosPause(lines []string) *chaosPauseAnalysis {
 			open[p] = i
 			continue
 		case "CONT":
+			if len(f) != 3 {
+				bad(i, "bad CONT")
+				continue
+			}
 			p, _ := strconv.Atoi(f[1])
 			ns, _ := strconv.ParseInt(f[2], 10, 64)
 			st, ok := open[p]
