@@ -84,7 +84,7 @@ func (c *Client) State(ctx context.Context, name string) (State, error) {
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
 			err = invalidf("a key of this lock (%s*) holds a value that is not a lock of this library", keys.lock)
 		}
-		return State{}, fmt.Errorf("lock %q: state: %w", name, err)
+		return State{}, fmt.Errorf("lock %q: %w", name, err)
 	}
 	st.Name = name
 	return st, nil

@@ -157,8 +157,9 @@ func (l semaphoreLocker) busy() string {
 // check is best-effort (the lock may change between it and the acquisition); errors are left
 // to the acquisition to report.
 func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
-	st, err := readState(s.rc, f.keyPrefix(), name)
-	if err != nil || st.kind == lockNone {
+	st, err := readState(s, name)
+	found := kindNoun(st.Kind)
+	if err != nil || found == lockNone {
 		return nil
 	}
 	want, how := lockMutex, "without --read, --write or --semaphore"
@@ -168,9 +169,9 @@ func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
 	case kindSemaphore:
 		want, how = lockSemaphore, "with --semaphore N"
 	}
-	if st.kind == want {
+	if found == want {
 		return nil
 	}
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
-		name, st.kind, lockKey(f.keyPrefix(), name), how)
+		name, found, lockKey(f.keyPrefix(), name), how)
 }
