@@ -465,6 +465,7 @@ func TestState_grantInFlight(t *testing.T) {
 				return len(st.Waiters) == 1
 			}, 5*time.Second, 5*time.Millisecond)
 			waiter := st.Waiters[0].Owner
+			time.Sleep(300 * time.Millisecond) // past any attempt right after joining: the next is 10s away
 			require.NoError(t, give(held))
 			st, err = state(bg)
 			require.NoError(t, err)
