@@ -188,3 +188,43 @@ func ExampleClient_NewSemaphore() {
 	// true
 	// available: 2
 }
+
+// ExampleMutex_State shows who holds a lock and who waits for it, as an operator would: one
+// read-only round trip, which also works on a replica.
+func ExampleMutex_State() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	m := locks.NewFairMutex("deploy")
+
+	held, _ := m.Lock(rlock.WithOwner(context.Background(), "web-1"))
+	waiting, stop := context.WithCancel(rlock.WithOwner(context.Background(), "web-2"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = m.Lock(waiting) // queues behind web-1 until stopped
+	}()
+	var st rlock.State
+	for len(st.Waiters) == 0 { // until web-2 has queued
+		time.Sleep(10 * time.Millisecond)
+		var err error
+		if st, err = m.State(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(st.Name, st.Kind)
+	for _, h := range st.Holders {
+		fmt.Printf("held by %s (%d hold), lease left: %v\n", h.Owner, h.Count, h.Lease > 0)
+	}
+	for i, w := range st.Waiters {
+		fmt.Printf("%d. %s waits, keeps its place for another %v if it stops polling\n", i+1, w.Owner, w.Deadline.Round(time.Second))
+	}
+	stop()
+	<-done
+	_ = m.Unlock(held)
+	// Output:
+	// deploy fair_mutex
+	// held by web-1 (1 hold), lease left: true
+	// 1. web-2 waits, keeps its place for another 5s if it stops polling
+}

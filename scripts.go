@@ -123,3 +123,7 @@ var (
 	semInspectScript = script("sem_inspect.lua", false)
 	semForceScript   = leasedScript("sem_forcerelease.lua")
 )
+
+// stateScript reads the State of a lock of any kind (state.go); read-only, so it also runs on
+// a replica. It needs queue.lua's splitEntry.
+var stateScript = compose(true, "lib.lua", "queue.lua", "state.lua")

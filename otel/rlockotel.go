@@ -40,6 +40,9 @@
 //     once; a hold is lost only if its lease runs out first. No attributes.
 //   - rlock.handoffs (counter, {handoff}): acquire calls that found the lock held (or queued
 //     behind other waiters) and then acquired it. Attributes: name, kind.
+//   - rlock.queue.length (gauge, {waiter}): only for locks given to [WatchQueues], which reads
+//     their State at each collection: the waiters that hold a place in the lock's queue in
+//     Redis, whoever waits. Attributes: name, kind.
 //
 // # Spans
 //

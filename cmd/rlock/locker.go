@@ -156,8 +156,9 @@ func (l semaphoreLocker) busy() string {
 // a message that names the kind found and its flags. It is best-effort (the lock may change
 // between it and the acquisition); errors are left to the acquisition to report.
 func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
-	st, err := readState(s.rc, f.keyPrefix(), name)
-	if err != nil || st.kind == lockNone {
+	st, err := readState(s, name)
+	found := kindNoun(st.Kind)
+	if err != nil || found == lockNone {
 		return nil
 	}
 	want := lockMutex
@@ -167,11 +168,11 @@ func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
 	case kindSemaphore:
 		want = lockSemaphore
 	}
-	if st.kind == want {
+	if found == want {
 		return nil
 	}
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
-		name, st.kind, lockKey(f.keyPrefix(), name), takenWith(st.kind))
+		name, found, lockKey(f.keyPrefix(), name), takenWith(found))
 }
 
 // takenWith names the flags of exec that take a lock of kind found (lockMutex, lockRW or
