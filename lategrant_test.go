@@ -1,10 +1,17 @@
 package rlock_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,4 +100,100 @@ func TestHandoff_lateGrantIsNotFresh(t *testing.T) {
 			})
 		})
 	}
+}
+
+// helperGranted waits for the lock (queuing on a fair mutex), says whether its hold context is
+// live when Lock returns, and releases it once told (a line on stdin).
+func helperGranted(_ rueidis.Client, m *rlock.Mutex) error {
+	fmt.Println("waiting")
+	h, err := m.Lock(bg)
+	if err != nil {
+		return err
+	}
+	fmt.Println("locked", h.Err() == nil)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	fmt.Println("unlock", m.Unlock(h))
+	return nil
+}
+
+// The same with the waiter's whole process paused (SIGSTOP) past its grant's claim, as a GC or
+// VM pause would: when it resumes, the grant message waiting in its socket and its overdue poll
+// race. Its Lock must not return holding while B holds. (A fair Mutex; the queued kinds share
+// the waiting code.)
+func TestHandoff_pausedWaiterTakesNoLateGrant(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		w := "pubsub"
+		if strings.HasPrefix(wait.String(), "spin") {
+			w = "spin"
+		}
+		const fairWait = time.Second // the claim: min(watchdog lease, FairWaitTimeout)
+		opts := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: fairWait, Wait: wait}
+		holder := e.client(opts).NewFairMutex("p")
+		b := e.client(opts).NewFairMutex("p")
+		h, err := holder.Lock(bg)
+		require.NoError(t, err)
+		v := startChild(t, "granted", "PREFIX="+e.prefix, "LOCK=p", "FAIR=1", "WAIT="+w,
+			"WATCHDOG=3s", "FAIRWAIT="+fairWait.String())
+		v.expect(t, "waiting")
+		e.awaitQueue("p", 1)
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, v.cmd.Process.Signal(syscall.SIGSTOP))
+		require.Eventually(t, func() bool { return stopped(v.cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+		require.NoError(t, holder.Unlock(h)) // grants V the lock; V hears nothing
+		bctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		bh, err := b.Lock(bctx) // once V's claim ran out
+		require.NoError(t, err)
+		require.NoError(t, v.cmd.Process.Signal(syscall.SIGCONT))
+		lines := make(chan string, 2)
+		go func() {
+			for v.out.Scan() {
+				lines <- v.out.Text()
+			}
+			close(lines)
+		}()
+		select {
+		case l := <-lines:
+			t.Errorf("V's Lock returned (%s) while B held the lock", l)
+		case <-time.After(time.Second):
+		}
+		require.NoError(t, bh.Err(), "B held the lock all along")
+		require.NoError(t, b.Unlock(bh))
+		select {
+		case l := <-lines:
+			if l != "locked true" {
+				t.Logf("V: %s", l)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("V did not get the lock after B released it")
+		}
+		_, err = io.WriteString(v.in, "go\n")
+		require.NoError(t, err)
+		for l := range lines {
+			t.Logf("V: %s", l)
+		}
+		require.NoError(t, v.cmd.Wait())
+	})
+}
+
+// stopped reports whether every thread of process pid is stopped (SIGSTOP has taken effect).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		if !strings.HasPrefix(rest, "T") && !strings.HasPrefix(rest, "t") {
+			return false
+		}
+	}
+	return true
 }
