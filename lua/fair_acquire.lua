@@ -29,8 +29,9 @@
 -- head is 1 when the caller heads the queue, joined is 1 when this call put the caller's entry
 -- in the queue (it was not there: first call, or its place was granted or lost meanwhile).
 -- Queue and deadlines live at least ARGV[6] after the last call that touched them (a call never
--- shortens their expiry: other waiters may have longer timeouts). Everything is read before anything is written: a key of the
--- wrong type or a bad fencing counter raises an error with nothing changed.
+-- shortens their expiry: other waiters may have longer timeouts). Everything is read before
+-- anything is written: a key of the wrong type or a bad fencing counter raises an error with
+-- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
 local entry = queueEntry(owner, req, ARGV[8], ARGV[5])
