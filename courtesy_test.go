@@ -80,13 +80,13 @@ func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	assert.Len(t, s.unclaimed, 1, "messages for owners not arriving here are not kept")
 	s.mu.Unlock()
 	a := &addressee{wake: make(chan struct{}, 1)}
-	s.address("me", a)
+	s.address("me", a, true)
 	select {
 	case <-a.wake:
 	default:
 		t.Fatal("the arriving waiter's wake-up was dropped")
 	}
-	s.address("me", nil)
+	s.address("me", a, false)
 	c.arrive(channel, "me", -1)
 	c.unsubscribe(s, false)
 }

@@ -33,6 +33,11 @@ type hold struct {
 	subs     []sub
 	pruneAt  int
 	furthest atomic.Int64 // latest lease end (UnixNano) any hold of this record was given
+
+	// unacked: a renewal extended it in Redis but too few replicas acknowledged it (see
+	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
+	// back in Redis. Guarded by Client.mu.
+	unacked bool
 }
 
 // sub is a hold context with a cancellable parent.

@@ -96,7 +96,10 @@ type attempt struct {
 	token    int64         // fencing token of the hold
 	pttl     time.Duration // when not acquired: how long the holder may keep it, -1 for no end
 	head     bool          // queued, not acquired: the owner is next (it also wakes at pttl)
-	sent     time.Time     // when the script was sent: the lease ends no earlier than sent+lease
+	// joined, queued and not acquired: this attempt put the call's entry in the queue (it was
+	// not there: the first attempt, or the entry was granted or purged since the last one).
+	joined bool
+	sent   time.Time // when the script was sent: the lease ends no earlier than sent+lease
 	// claim, for a hold a release granted this call (direct handoff), is its lease in Redis
 	// from no earlier than sent (instead of the lock's lease) until the holder extends it.
 	claim time.Duration
@@ -106,13 +109,15 @@ type attempt struct {
 }
 
 // parseAttempt reads the common acquire reply: {1, count, token} when acquired, {1, count,
-// token, pttl} when a release granted it to the request, {0, pttl, head} when not (pttl -1:
-// no expiry, -2: free but another waiter is ahead).
+// token, pttl} when a release granted it to the request, {0, pttl, head[, joined]} when not
+// (pttl -1: no expiry, -2: free but another waiter is ahead).
 func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
 	if len(reply) >= 3 && reply[0] == 1 {
 		a.acquired, a.count, a.token = true, reply[1], reply[2]
-		if len(reply) == 4 && reply[3] > 0 {
-			a.claim = time.Duration(reply[3]) * time.Millisecond
+		if len(reply) == 4 && reply[3] >= 0 {
+			// A grant's lease as Redis has it, at least 1ms: 0 would read as no claim, a full
+			// lease, for a grant in its last millisecond.
+			a.claim = max(time.Duration(reply[3])*time.Millisecond, time.Millisecond)
 		}
 		return a, nil
 	}
@@ -126,7 +131,8 @@ func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
 	case reply[1] < 0:
 		a.pttl = -1
 	}
-	a.head = len(reply) == 3 && reply[2] == 1
+	a.head = len(reply) >= 3 && reply[2] == 1
+	a.joined = len(reply) >= 4 && reply[3] == 1
 	return a, nil
 }
 

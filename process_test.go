@@ -93,6 +93,7 @@ func runHelper(name string) int {
 		"hold":    helperHold,
 		"pause":   helperPause,
 		"order":   helperOrder,
+		"granted": helperGranted,
 	}
 	if err := helpers[name](rc, m); err != nil {
 		fmt.Fprintln(os.Stderr, "helper", name, "failed:", err)

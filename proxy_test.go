@@ -59,6 +59,7 @@ type faultProxy struct {
 	closed      bool
 	conns       map[*proxyConn]struct{}
 	outageUntil time.Time
+	held        chan struct{} // HoldReplies: closed when the server's bytes may flow again
 }
 
 // newFaultProxy starts a proxy to each of targets on 127.0.0.1:0; when the test ends it
@@ -126,6 +127,32 @@ func (p *faultProxy) Outage(d time.Duration) {
 	p.outageUntil = time.Now().Add(d)
 	p.mu.Unlock()
 	p.CutAll()
+}
+
+// HoldReplies holds back the server's bytes to every client (replies and pub/sub messages, in
+// their order per connection) until the returned function is called; requests still reach the
+// server. It stands for a slow receive path: a GC pause, a congested link.
+func (p *faultProxy) HoldReplies() (flow func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.held = ch
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.held = nil
+			p.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// holding returns the channel HoldReplies closes when bytes may flow, or nil.
+func (p *faultProxy) holding() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
 }
 
 // CutAll closes every open connection now (both sides).
@@ -338,8 +365,17 @@ func (c *proxyConn) serverToClient() {
 				if keep := len(c.nonce) - 1; len(seen) > keep {
 					seen = append(seen[:0], seen[len(seen)-keep:]...)
 				}
-			} else if _, werr := c.client.Write(buf[:n]); werr != nil {
-				return
+			} else {
+				if held := c.p.holding(); held != nil {
+					select {
+					case <-held:
+					case <-c.p.done:
+						return
+					}
+				}
+				if _, werr := c.client.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {

@@ -37,8 +37,9 @@ type subscription struct {
 	mu sync.Mutex
 	// all is closed (and replaced) by a readers message or a (re)confirmation: it wakes every
 	// waiting reader (see readers).
-	all       chan struct{}
-	addressed map[string]*addressee // address -> its waiter (queued waiters)
+	all chan struct{}
+	// addressed maps an address to its waiters (queued waiters; calls of one owner share it).
+	addressed map[string][]*addressee
 	// unclaimed remembers addressed messages (their grants, "" for none) for queued waiters of
 	// this client that are between their first attempt and their registration (see
 	// Client.arrive).
@@ -84,27 +85,35 @@ func (s *subscription) deliver(msg string) {
 		return
 	}
 	addr, grant, _ := strings.Cut(rest, "\x00")
+	if s.tell(addr, grant) || !s.c.arriving(s.channel, addr) {
+		return
+	}
 	s.mu.Lock()
-	a := s.addressed[addr]
-	if a != nil && grant != "" {
-		a.grant = grant
+	if len(s.addressed[addr]) == 0 {
+		if s.unclaimed == nil {
+			s.unclaimed = make(map[string]string)
+		}
+		s.unclaimed[addr] = grant
+		s.mu.Unlock()
+		return
 	}
 	s.mu.Unlock()
-	if a == nil && s.c.arriving(s.channel, addr) {
-		s.mu.Lock()
-		if a = s.addressed[addr]; a == nil {
-			if s.unclaimed == nil {
-				s.unclaimed = make(map[string]string)
-			}
-			s.unclaimed[addr] = grant
-		} else if grant != "" {
+	s.tell(addr, grant)
+}
+
+// tell wakes every waiter at addr (each checks whether a grant is its own), leaving them
+// grant if it is not "", and reports whether there was one.
+func (s *subscription) tell(addr, grant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	as := s.addressed[addr]
+	for _, a := range as {
+		if grant != "" {
 			a.grant = grant
 		}
-		s.mu.Unlock()
-	}
-	if a != nil {
 		permit(a.wake)
 	}
+	return len(as) > 0
 }
 
 // arrive counts (delta 1) or uncounts (-1) a fair waiter of this client for owner on channel
@@ -140,8 +149,10 @@ func (s *subscription) confirmed() {
 	permit(s.wake)
 	s.wakeReaders()
 	s.mu.Lock()
-	for _, a := range s.addressed {
-		permit(a.wake)
+	for _, as := range s.addressed {
+		for _, a := range as {
+			permit(a.wake)
+		}
 	}
 	s.mu.Unlock()
 }
@@ -179,18 +190,29 @@ func (c *Client) peekReaders(channel string) (*subscription, chan struct{}) {
 	return s, s.readers()
 }
 
-// address registers (a non-nil) or removes the queued waiter at addr.
-func (s *subscription) address(addr string, a *addressee) {
+// address registers (add) or removes the queued waiter a at addr.
+func (s *subscription) address(addr string, a *addressee, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a == nil {
-		delete(s.addressed, addr)
+	if !add {
+		as := s.addressed[addr]
+		for i, x := range as {
+			if x == a {
+				as = append(as[:i], as[i+1:]...)
+				break
+			}
+		}
+		if len(as) == 0 {
+			delete(s.addressed, addr)
+		} else {
+			s.addressed[addr] = as
+		}
 		return
 	}
 	if s.addressed == nil {
-		s.addressed = make(map[string]*addressee)
+		s.addressed = make(map[string][]*addressee)
 	}
-	s.addressed[addr] = a
+	s.addressed[addr] = append(s.addressed[addr], a)
 	if grant, missed := s.unclaimed[addr]; missed {
 		delete(s.unclaimed, addr)
 		if grant != "" {

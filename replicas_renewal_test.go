@@ -51,3 +51,51 @@ func TestSyncReplicas_renewal(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncReplicas_renewalLossGivesBack: a hold that ends because too few replicas acknowledged
+// its renewals (the replicas are stopped, SIGSTOP) is given back in Redis too (issue 16, defect
+// 5): the primary, which extended its lease, does not keep the name held by nobody until that
+// lease runs out.
+func TestSyncReplicas_renewalLossGivesBack(t *testing.T) {
+	e, replicaPIDs := withReplicas(t)
+	const lease = 2 * time.Second
+	c := e.client(rlock.Options{SyncReplicas: 1, SyncTimeout: 100 * time.Millisecond, WatchdogTimeout: lease})
+	for _, k := range []struct {
+		name, lock string
+		take       func(ctx context.Context) (context.Context, error)
+	}{
+		{"mutex", "m", c.NewMutex("m").Lock},
+		{"fair mutex", "f", c.NewFairMutex("f").Lock},
+		{"read", "rw", c.NewRWMutex("rw").RLock},
+		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			h, err := k.take(context.Background())
+			require.NoError(t, err)
+			pids := replicaPIDs(k.lock) // asked before they stop
+			for _, pid := range pids {
+				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			}
+			defer func() {
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGCONT)
+				}
+			}()
+			require.ErrorIs(t, causeOf(h, 2*lease), rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
+			lost := time.Now()
+			gone := func() bool {
+				n, err := e.do("EXISTS", e.lockKey(k.lock)).AsInt64()
+				require.NoError(t, err)
+				return n == 0
+			}
+			// The primary's lease, extended by the last unacknowledged renewal, would end at
+			// least 2/3 of the lease after the loss.
+			for !gone() && time.Since(lost) < lease/2 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			took := time.Since(lost)
+			require.True(t, gone(), "the lost hold is still held in Redis %v after it ended here", took)
+			t.Logf("given back %v after the hold ended", took)
+		})
+	}
+}

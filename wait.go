@@ -29,6 +29,10 @@ type waiter struct {
 	peeked  *subscription
 	woken   chan struct{}
 	blocked bool // an attempt found the lock held, or the call queued behind waiters
+	// joins counts the attempts that put this call's entry in its queue (see attempt.joined);
+	// any lost reply makes it unknown (2). A grant message is taken without asking Redis only
+	// while it is 1 (see granted).
+	joins int
 }
 
 // address is what a wake-up addressed to this waiter names (wakeAddressed).
@@ -49,6 +53,12 @@ func (w *waiter) run(mode int) (attempt, error) {
 	a, err := w.lk.tryAcquire(w.cmd, r)
 	if err == nil && !a.acquired {
 		w.blocked = true
+	}
+	switch {
+	case err != nil:
+		w.joins = 2 // it may have joined, and a replay would not say so
+	case !a.acquired && a.joined:
+		w.joins++
 	}
 	if err == nil && a.unreplicated != nil {
 		err = a.unreplicated
@@ -227,7 +237,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		case wakeAddressed:
 			ad = &addressee{wake: make(chan struct{}, 1)}
 			wake = ad.wake
-			s.address(w.address(), ad)
+			s.address(w.address(), ad, true)
 		case wakeOne:
 			wake = s.wake
 		case wakeReaders:
@@ -237,13 +247,15 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		}
 		defer func() {
 			if w.style.wake == wakeAddressed {
-				s.address(w.address(), nil)
+				s.address(w.address(), ad, false)
 			}
 			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()
 	}
-	// queued is when the last attempt that ran without acquiring was sent: a grant that comes
-	// after it was made after it ran, so the grant's claim ends no earlier than queued+claim.
+	// queued is when the last attempt that ran without acquiring was sent. A grant message may
+	// be older than that attempt's reply (it comes on another connection), so it is taken as is
+	// only when it must be newer (see granted); otherwise the next attempt asks Redis, which
+	// finds the grant if it is still this call's.
 	var queued time.Time
 	if err == nil {
 		queued = a.sent
@@ -287,13 +299,21 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 }
 
 // granted reads grant, a grant that came in a message addressed to this waiter (see
-// addressedPrefix), and returns the attempt it amounts to if it is for this call's request:
-// the hold started after queued, with the grant's token and claim. Its count is unknown (0):
-// the owner may have re-entered since, elsewhere.
+// addressedPrefix), and returns the attempt it amounts to if it is for this call's request and
+// provably newer than the last attempt, sent at queued, that found the call waiting: the hold
+// started after queued, with the grant's token and claim. Its count is unknown (0): the owner
+// may have re-entered since, elsewhere. Otherwise the caller's next attempt decides.
+//
+// The proof: a grant removes the entry it grants. While only one attempt of this call has put
+// its entry in the queue (joins == 1), the request has had one entry, so at most one grant,
+// made after that attempt ran; and one made before a later attempt ran would have been found
+// by it (acquired) or, gone by then, made it join again (joins 2). A grant from an earlier
+// entry (a grant whose claim ran out while its message was on the way, then a new place) is
+// never taken so. A grant whose claim would already have ended here is left to the attempt too.
 func (w *waiter) granted(grant string, queued time.Time) (attempt, bool) {
 	req, rest, ok := strings.Cut(grant, "\x00")
-	if !ok || req != w.r.id {
-		return attempt{}, false // none, or another call's of the same owner: try instead
+	if !ok || req != w.r.id || w.joins != 1 {
+		return attempt{}, false // none, another call's of the same owner, or maybe stale
 	}
 	tok, claim, _ := strings.Cut(rest, "\x00")
 	token, err1 := strconv.ParseInt(tok, 10, 64)
@@ -301,7 +321,11 @@ func (w *waiter) granted(grant string, queued time.Time) (attempt, bool) {
 	if err1 != nil || err2 != nil || ms <= 0 {
 		return attempt{}, false // not ours to read: the next attempt finds the grant
 	}
-	return attempt{acquired: true, token: token, sent: queued, claim: time.Duration(ms) * time.Millisecond}, true
+	d := time.Duration(ms) * time.Millisecond
+	if !localEnd(queued, d).After(time.Now()) {
+		return attempt{}, false
+	}
+	return attempt{acquired: true, token: token, sent: queued, claim: d}, true
 }
 
 // takeTurn takes the owner's lane for an attempt, or for a hold that came without one (a

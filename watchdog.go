@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -44,6 +45,7 @@ func (c *Client) watchdog() {
 			c.mu.Lock()
 			c.soonAt = time.Time{}
 			c.mu.Unlock()
+			c.settleLanes() // holds the reaper ended but Redis still has (see hold.unacked)
 			if !c.renewHolds(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
 			}
@@ -115,6 +117,12 @@ func (c *Client) reaper() {
 			case h.watchdog:
 				c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
 					"lock", h.lk.name, "owner", h.owner)
+				if h.unacked {
+					// The primary extended it: give it back there (the watchdog, at once),
+					// rather than leave the name held by nobody until that lease runs out.
+					c.oweHolds(h)
+					c.renewSoon(now)
+				}
 				c.lose(h)
 			default:
 				h.lost = true
@@ -328,6 +336,18 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 	}
 	c.mu.Lock()
 	defer c.unlock()
+	if errors.Is(err, ErrNotReplicated) && len(renewed) == len(holds) {
+		// The script ran on the primary: remember which holds it extended there.
+		for i, h := range holds {
+			if renewed[i] != 1 {
+				continue
+			}
+			if h.lost && !h.unacked && strings.HasPrefix(h.owner, c.id) {
+				c.oweHolds(h) // ended while this renewal was in flight (as below)
+			}
+			h.unacked = true
+		}
+	}
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
@@ -354,7 +374,7 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 		}
 		switch {
 		case renewed[i] == 1:
-			h.expires, h.claimed = end, false
+			h.expires, h.claimed, h.unacked = end, false, false
 		case h.releasing > 0:
 			// An Unlock in flight released it.
 		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":

@@ -23,12 +23,15 @@
 -- caller only when it is free and the caller heads the queue (or the queue is empty): nobody
 -- jumps the queue.
 -- Returns {1, hold count, token} when acquired or re-entered, {1, hold count, token, pttl} when
--- a release granted it to this request (the lease is left as the grant made it), or {0, pttl,
--- head} when not:
+-- a release granted it to this request (the lease is left as the grant made it; pttl >= 1), or
+-- {0, pttl, head, joined} when not:
 -- pttl is the holder's remaining lease (-1: no expiry, -2: free but another waiter is ahead),
--- head is 1 when the caller heads the queue. Queue and deadlines expire ARGV[6] after the
--- last call that touched them. Everything is read before anything is written: a key of the
--- wrong type or a bad fencing counter raises an error with nothing changed.
+-- head is 1 when the caller heads the queue, joined is 1 when this call put the caller's entry
+-- in the queue (it was not there: first call, or its place was granted or lost meanwhile).
+-- Queue and deadlines live at least ARGV[6] after the last call that touched them (a call never
+-- shortens their expiry: other waiters may have longer timeouts). Everything is read before
+-- anything is written: a key of the wrong type or a bad fencing counter raises an error with
+-- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
 local entry = queueEntry(owner, req, ARGV[8], ARGV[5])
@@ -50,7 +53,12 @@ if redis.call('exists', KEYS[1]) == 1 then
   local n, held = replayed(KEYS[1], owner, owner, req)
   mustBeKind(KEYS[1], '', held[3])
   if held[1] and redis.call('hget', KEYS[1], '\1g') == req then
-    return {1, tonumber(held[1]), fence(counter, false), redis.call('pttl', KEYS[1])}
+    -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
+    local left = redis.call('pttl', KEYS[1])
+    if left == 0 then
+      left = 1
+    end
+    return {1, tonumber(held[1]), fence(counter, false), left}
   end
   if n then
     local t = fence(counter, false)
@@ -113,7 +121,7 @@ if redis.call('llen', KEYS[2]) ~= redis.call('zcard', KEYS[3]) then
     redis.call('rpush', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
   end
   if #keep > 0 then
-    redis.call('pexpire', KEYS[2], ARGV[6])
+    keepFor(KEYS[2], tonumber(ARGV[6]))
   end
   dead = {1}
 end
@@ -125,15 +133,12 @@ if pttl == -2 and (not head or head == entry) then
   return take(head ~= false and head ~= nil)
 end
 
+local joined = 0
 if ARGV[7] == 'wait' then
-  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), entry) == 1 then
-    redis.call('rpush', KEYS[2], entry)
-    head = head or entry
-  end
-  redis.call('pexpire', KEYS[2], ARGV[6])
-  redis.call('pexpire', KEYS[3], ARGV[6])
+  joined = joinQueue(KEYS[2], KEYS[3], entry, now, tonumber(ARGV[6]))
+  head = head or entry
 end
 if head == entry then
-  return {0, pttl, 1}
+  return {0, pttl, 1, joined}
 end
-return {0, pttl, 0}
+return {0, pttl, 0, joined}

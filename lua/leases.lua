@@ -109,8 +109,9 @@ end
 -- claim (never shortening one it has) and "\1g<r|w>:<owner>" naming the granted request, and
 -- told so on channel C (direct handoff, see queue.lua); a writer takes a fencing token from
 -- counter F if its entry asks for one (the caller checked F), a reader the counter as it is.
--- An entry that asked for no claim is woken to take the lock itself. Returns the clients the
--- messages reached.
+-- An entry that asked for no claim, or whose owner already holds that way (two calls of one
+-- owner: one grant record per owner and access), is woken to take the lock itself. Returns the
+-- clients the messages reached.
 local function grantRW(H, L, Q, D, C, F, t)
   local head = purgeQueue(Q, D, t)
   if not head or redis.call('hget', H, '\1w') then
@@ -143,7 +144,9 @@ local function grantRW(H, L, Q, D, C, F, t)
       break
     end
     local field, req, claim, fenced = splitEntry(e)
-    if not req or claim == 0 then
+    if not req or claim == 0 or redis.call('hexists', H, field) == 1 then
+      -- Its owner holds already (granted earlier in this batch to another call of the same
+      -- owner, which the "\1g" record names): woken, it re-enters, and its entry leaves then.
       woken = woken + redis.call(PUBLISH, C, '@' .. field)
     else
       woken = woken + give(e, field, req, claim, fence(fenced == '1' and F, false))

@@ -21,14 +21,27 @@ local function purgeQueue(Q, D, t)
   return head
 end
 
+-- keepFor makes key K live at least ms more: it never shortens an expiry that other waiters'
+-- places (with longer FairWaitTimeouts) set. (PEXPIRE GT would leave a key without expiry so.)
+local function keepFor(K, ms)
+  local left = redis.call('pttl', K)
+  if left == -1 or (left >= 0 and left < ms) then
+    redis.call('pexpire', K, ms)
+  end
+end
+
 -- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
--- deadline if it is queued already.
+-- deadline if it is queued already; it returns 1 if it put the entry there (joined anew), else
+-- 0. The keys live at least wait more, never less than they did.
 local function joinQueue(Q, D, entry, t, wait)
+  local joined = 0
   if redis.call('zadd', D, t + wait, entry) == 1 then
     redis.call('rpush', Q, entry)
+    joined = 1
   end
-  redis.call('pexpire', Q, wait)
-  redis.call('pexpire', D, wait)
+  keepFor(Q, wait)
+  keepFor(D, wait)
+  return joined
 end
 
 -- leaveQueue removes entry from queue Q and deadlines D; it reports whether it was there.

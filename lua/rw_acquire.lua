@@ -26,7 +26,8 @@
 -- counter as it is: the last writer's token), {1, hold count, token, pttl} when a release
 -- granted it to this request (pttl: what is left of the hold's lease, not extended), {0, pttl, next} when not: pttl bounds the wait
 -- (the holders' latest lease end, or until the first waiting writer's place runs out while
--- only waiters are ahead; -2: free but another waiter is ahead), next is 1 when the caller is among those who go next; or {-1}
+-- only waiters are ahead; -2: free but another waiter is ahead), next is 1 when the caller is among those who go next
+-- (fair: a 4th element, joined, is 1 when this call put the caller's entry in the queue); or {-1}
 -- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
 -- written. Time is the server's. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
@@ -142,7 +143,7 @@ if not fair then
   end
   if join then
     redis.call('zadd', W, t + wait, owner)
-    redis.call('pexpire', W, wait)
+    keepFor(W, wait)
   end
   if holders == 0 then
     return {0, -2, 0}
@@ -183,8 +184,9 @@ else
     return take(true)
   end
 end
+local joined = 0
 if join then
-  joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait)
   if not pos then
     if acc == 'r' then
       next = not firstWriter
@@ -194,6 +196,6 @@ if join then
   end
 end
 if holders == 0 then
-  return {0, -2, next and 1 or 0}
+  return {0, -2, next and 1 or 0, joined}
 end
-return {0, bound(), next and 1 or 0}
+return {0, bound(), next and 1 or 0, joined}

@@ -24,8 +24,8 @@
 -- next call.
 -- Returns {1, 1, 0, pttl} when the hold exists (taken by this request or granted to it; pttl
 -- is what is left of its lease, which a repeat does not extend), {1, 1, 0} when acquired now,
--- {0, pttl, head} when not (pttl: until the first lease ends, -2: none; head 1: the caller is
--- next), or {-3, permits stored} when the semaphore is in use with another permit count
+-- {0, pttl, head, joined} when not (pttl: until the first lease ends, -2: none; head 1: the
+-- caller is next; joined 1: this call put its entry in the queue), or {-3, permits stored} when the semaphore is in use with another permit count
 -- (nothing is written).
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -68,8 +68,9 @@ if (not head or head == entry) and used + n <= permits then
   return {1, 1, 0}
 end
 
+local joined = 0
 if join then
-  joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait)
   head = head or entry
 end
 keepSem(H, L, Q, D, t, used, permits)
@@ -79,6 +80,6 @@ if first[2] then
   pttl = math.max(tonumber(first[2]) - t, 1)
 end
 if head == entry then
-  return {0, pttl, 1}
+  return {0, pttl, 1, joined}
 end
-return {0, pttl, 0}
+return {0, pttl, 0, joined}

@@ -1,0 +1,113 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pinLastMs is a script that waits for the server clock's next millisecond T and then ARGV[1]
+// microseconds more, and makes key KEYS[1] expire at the end of millisecond T: a script that
+// starts before then and reads its PTTL after (the clock moves on while a script runs) reads 0,
+// with the key still there. The next command it lets in lands at a different point of that
+// millisecond for each ARGV[1].
+const pinLastMs = `
+local function us() local t = redis.call('TIME') return t[1] * 1000000 + t[2] end
+local start = math.floor(us() / 1000)
+local t = us()
+while math.floor(t / 1000) == start do t = us() end
+local T = math.floor(t / 1000)
+while us() < T * 1000 + tonumber(ARGV[1]) do end
+return redis.call('pexpireat', KEYS[1], T + 1)`
+
+// A grant found by polling in its claim's last millisecond (issue 16, defect 2): the poll reads
+// PTTL 0, which must not be taken as "no claim" (a full lease): the hold context must end no
+// later than the key. The proxy runs pinLastMs just before it forwards the waiter's poll, once
+// the release has granted the lock, so that the poll lands in the grant's last millisecond.
+func TestHandoff_grantInLastMillisecond(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		p := e.newProxy()
+		key := e.lockKey("m")
+		match := matchScript("fair_acquire.lua", key)
+		var armed atomic.Bool
+		var offset atomic.Int64 // µs into the pinned millisecond at which the poll is let in
+		p.DropRequest(func(cmd []string) bool {
+			if !match(cmd) || !armed.Load() {
+				return false
+			}
+			// Hold the poll until the release has granted the lock, then pin its last ms.
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				g, _ := e.do("HGET", key, "\x01g").ToString()
+				if g != "" {
+					armed.Store(false)
+					err := e.admin().Do(context.Background(), e.admin().B().Eval().Script(pinLastMs).Numkeys(1).Key(key).Arg(strconv.FormatInt(offset.Load(), 10)).Build()).Error()
+					assert.NoError(t, err)
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			return false
+		})
+		opts := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 3 * time.Second, Wait: wait}
+		holder := e.client(opts).NewFairMutex("m")
+		vc := e.through(p).client(opts)
+		v := vc.NewFairMutex("m", rlock.WithLease(200*time.Millisecond))
+		ctx := context.Background()
+
+		hits := 0
+		const cycles = 60
+		for cycle := 0; cycle < cycles; cycle++ {
+			h, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			got := make(chan context.Context, 1)
+			go func() {
+				vh, err := v.Lock(ctx)
+				assert.NoError(t, err)
+				got <- vh
+			}()
+			e.awaitQueue("m", 1)
+			offset.Store(int64(cycle*113) % 1000)
+			if wait == strategies[0].wait {
+				// PubSub: cut the waiter's connections, so that the attempt its resubscription
+				// wakes is held (below) until the release, and finds the grant.
+				p.CutAll()
+				time.Sleep(time.Millisecond)
+			}
+			armed.Store(true)
+			require.NoError(t, holder.Unlock(h))
+			var vh context.Context
+			select {
+			case vh = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not get the lock")
+			}
+			armed.Store(false)
+			require.NotNil(t, vh)
+			time.Sleep(5 * time.Millisecond) // past any grant's claim of a few ms
+			n, err := e.do("EXISTS", key).AsInt64()
+			require.NoError(t, err)
+			if n == 0 {
+				// The poll ran in the grant's last millisecond: the key is gone now, so the hold
+				// context must be over by its own deadline.
+				hits++
+				dl, ok := vh.Deadline()
+				require.True(t, ok)
+				assert.False(t, dl.After(time.Now()), "hold context ends %v after the key did", time.Until(dl))
+				_ = v.Unlock(vh)
+				continue
+			}
+			require.NoError(t, v.Unlock(vh))
+		}
+		t.Logf("grants found with at most a few ms left: %d of %d cycles", hits, cycles)
+		if hits == 0 {
+			t.Skip("no poll landed in the grant's last millisecond (a loaded machine)")
+		}
+	})
+}
