@@ -287,11 +287,6 @@ type parallel struct {
 }
 
 func (p *parallel) slice(ctx context.Context, d time.Duration) error {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		errCount atomic.Int64
-	)
 	before, err := p.e.serverCPU(ctx)
 	if err != nil {
 		return fmt.Errorf("INFO cpu: %w", err)
@@ -300,32 +295,11 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 	if p.prof != nil {
 		delay0 = p.prof.read()
 	}
-	n0 := len(p.lats)
 	cpu0, ok0 := processCPU()
 	start := time.Now()
-	end := start.Add(d)
-	for _, m := range p.ms {
-		wg.Go(func() {
-			lats := make([]time.Duration, 0, 1024)
-			for time.Now().Before(end) && ctx.Err() == nil {
-				t := time.Now()
-				if err := lockUnlock(ctx, m); err != nil {
-					mu.Lock()
-					p.firstErr = cmpOr(p.firstErr, err)
-					mu.Unlock()
-					if errCount.Add(1) > 100 {
-						break // a failing library: stop hammering it
-					}
-					continue
-				}
-				lats = append(lats, time.Since(t))
-			}
-			mu.Lock()
-			p.lats = append(p.lats, lats...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	lats, errs, firstErr := hammer(ctx, p.ms, d)
+	p.lats = append(p.lats, lats...)
+	p.firstErr = cmpOr(p.firstErr, firstErr)
 	p.span += time.Since(start)
 	cpu1, ok1 := processCPU()
 	if p.prof != nil {
@@ -335,8 +309,7 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("INFO cpu: %w", err)
 	}
-	p.errs += errCount.Load()
-	lats := p.lats[n0:]
+	p.errs += errs
 	p.slices = append(p.slices, sliceCost{
 		ops: len(lats), p50: percentile(slices.Clone(lats), 50),
 		cpu: cpu1 - cpu0, cpuOK: ok0 && ok1,
@@ -344,6 +317,43 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 		scriptUsec: after.Usec.delta(before.Usec).scripts(),
 	})
 	return ctx.Err()
+}
+
+// hammer runs one goroutine per handle, each taking and releasing its lock in a loop for d,
+// and returns the latencies of all goroutines, the number of failed lock+unlocks and the first
+// error. A goroutine stops early after 100 errors in all (a failing library).
+func hammer(ctx context.Context, ms []Mutex, d time.Duration) ([]time.Duration, int64, error) {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		all      []time.Duration
+		firstErr error
+		errCount atomic.Int64
+	)
+	end := time.Now().Add(d)
+	for _, m := range ms {
+		wg.Go(func() {
+			lats := make([]time.Duration, 0, 1024)
+			for time.Now().Before(end) && ctx.Err() == nil {
+				t := time.Now()
+				if err := lockUnlock(ctx, m); err != nil {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, err)
+					mu.Unlock()
+					if errCount.Add(1) > 100 {
+						break // a failing library: stop hammering it
+					}
+					continue
+				}
+				lats = append(lats, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, lats...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return all, errCount.Load(), firstErr
 }
 
 func (p *parallel) finish(_ context.Context, row *Row) error {
