@@ -170,6 +170,8 @@ func run() int {
 	}
 	res.Ratios = computeRatios(res)
 	writeRatios(os.Stdout, res.Ratios)
+	res.Goals = computeGoals(res)
+	writeGoals(os.Stdout, res.Goals, res.Meta.Quick)
 	res.Meta.Seconds = time.Since(began).Seconds()
 
 	code := 0
