@@ -54,6 +54,15 @@ func init() {
 	)
 }
 
+// isKindRow reports whether id is one of the kinds run as a mutex here.
+func isKindRow(id string) bool {
+	switch id {
+	case "rlock-rw-write", "rlock-rw-read", "rlock-rw-fair-write", "rlock-rw-fair-read", "rlock-sem-1":
+		return true
+	}
+	return false
+}
+
 // rlockKindContender is one rlock.Client whose handles are another kind used as a mutex.
 type rlockKindContender struct {
 	rlockRWContender // the clients; its newRW is unused

@@ -113,7 +113,7 @@ func runGoroutines(ctx context.Context, e *env) *ScenarioResult {
 				r.err = safeRun(func() error {
 					// A lock+unlock still running 1s after the slice's end is cut (and counted as an
 					// error), so that a stalled library costs the run a second, not opTimeout.
-					sctx, cancel := context.WithTimeout(ctx, d+time.Second)
+					sctx, cancel := context.WithTimeout(ctx, d+sliceGrace)
 					defer cancel()
 					lats, errs, firstErr = hammer(sctx, r.ms[:n], d)
 					if len(lats) == 0 {

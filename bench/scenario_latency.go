@@ -62,11 +62,15 @@ func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("INFO cpu: %w", err)
 	}
 	n0 := len(u.lats)
+	// A lock+unlock still running 1s after the slice's end is cut: a stalled library fails its
+	// row after a second rather than after opTimeout.
+	sctx, cancel := context.WithTimeout(ctx, d+sliceGrace)
+	defer cancel()
 	cpu0, ok0 := processCPU()
 	start := time.Now()
 	for time.Since(start) < d && ctx.Err() == nil {
 		t := time.Now()
-		if err := lockUnlock(ctx, u.m); err != nil {
+		if err := lockUnlock(sctx, u.m); err != nil {
 			return err
 		}
 		u.lats = append(u.lats, time.Since(t))
@@ -205,7 +209,8 @@ func runUncontended(ctx context.Context, e *env) *ScenarioResult {
 			"The vs pair columns are medians over the rounds of the ratio to the pair's slice of the same round. "+
 			"CPU time is not stretched by waiting on a busy machine as wall-clock time is. "+
 			"The PING row sends one PING per round on a rueidis client: the round trip every lock pays at least. "+
-			"Commands per op are counted in a separate pass of %d rounds (MONITOR slows Redis down).", d, rounds, countRounds),
+			"Commands per op are counted in a separate pass of %d rounds (MONITOR slows Redis down). "+
+			"A lock+unlock still running %v after its slice ended is cut, which fails the row.", d, rounds, countRounds, sliceGrace),
 		Columns: []Column{
 			{"p50_us", "lock+unlock p50", unitMicros},
 			{"p99_us", "p99", unitMicros},
@@ -295,9 +300,12 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 	if p.prof != nil {
 		delay0 = p.prof.read()
 	}
+	// A lock+unlock still running 1s after the slice's end is cut and counted as an error.
+	sctx, cancel := context.WithTimeout(ctx, d+sliceGrace)
+	defer cancel()
 	cpu0, ok0 := processCPU()
 	start := time.Now()
-	lats, errs, firstErr := hammer(ctx, p.ms, d)
+	lats, errs, firstErr := hammer(sctx, p.ms, d)
 	p.lats = append(p.lats, lats...)
 	p.firstErr = cmpOr(p.firstErr, firstErr)
 	p.span += time.Since(start)
@@ -318,6 +326,10 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 	})
 	return ctx.Err()
 }
+
+// sliceGrace is how long a lock+unlock of scenarios 1, 2 and 11 may run past its slice's end
+// before it is cut (an error): a library that stalls costs the run a second, not opTimeout.
+const sliceGrace = time.Second
 
 // hammer runs one goroutine per handle, each taking and releasing its lock in a loop for d,
 // and returns the latencies of all goroutines, the number of failed lock+unlocks and the first
@@ -442,7 +454,8 @@ func runParallel(ctx context.Context, e *env) *ScenarioResult {
 		ID: "parallel",
 		Setup: fmt.Sprintf("%d goroutines share one client of the contender; each takes and releases its own key "+
 			"in a loop, %v in all, in %d slices interleaved with the other contenders (one warm-up round each first). "+
-			"ops/s counts lock+unlock pairs of all goroutines. Client CPU/op is this process's CPU time (getrusage) over "+
+			"ops/s counts lock+unlock pairs of all goroutines; a lock+unlock still running %v after its slice ended is cut "+
+			"and counted in errors. Client CPU/op is this process's CPU time (getrusage) over "+
 			"the contender's slices per lock+unlock, Redis CPU/op the server's used_cpu_user + used_cpu_sys%s, script µs/op "+
 			"the EVAL/EVALSHA/FCALL usec of INFO commandstats; the vs pair columns are medians over the rounds of the "+
 			"ratio to the baseline pair's slice of the same round. Redis-bound ceiling is 1s / Redis CPU per op: the "+
@@ -451,7 +464,7 @@ func runParallel(ctx context.Context, e *env) *ScenarioResult {
 			"Blocked/op is the time goroutines spent waiting on sync mutexes released by the rlock package itself "+
 			"(the client's own locks), from the Go mutex profile (fraction 1 during this scenario) over the contender's "+
 			"slices, per lock+unlock; blocked %% of p50 is it over the op's p50, in percent; all mutexes counts every mutex of "+
-			"the process (rueidis' included).", goroutines, d, rounds, e.overMasters()),
+			"the process (rueidis' included).", goroutines, d, rounds, sliceGrace, e.overMasters()),
 		Columns: []Column{
 			{"ops_per_s", "lock+unlock ops/s", unitRate},
 			{"ops_vs_pair", "ops/s vs pair", unitRatio},

@@ -222,6 +222,11 @@ func (c *contended) finish(ctx context.Context, row *Row) error {
 		row.Note = joinNotes(row.Note, "client commands not counted (-monitor=false)")
 		return nil
 	}
+	if c.e.quick && isKindRow(c.spec.ID) {
+		// Keeps -quick short; the goals of these rows are server calls and Redis CPU.
+		row.Note = joinNotes(row.Note, "client commands not counted in -quick runs")
+		return nil
+	}
 	cr, err := runProcs(ctx, c.e, c.job(), "contended-count", c.procs, c.dCount, true,
 		c.spec.Name+" counting commands")
 	if err != nil {
