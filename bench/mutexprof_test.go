@@ -45,12 +45,18 @@ func TestMutexProfiler(t *testing.T) {
 	m0, o0 := mine.read(), other.read()
 	var mu sync.Mutex
 	const d = 50 * time.Millisecond
-	contendedUnlock(&mu, d)
-	got, gotOther := mine.read().sub(m0), other.read().sub(o0)
-	// The waiter may start waiting a little after the holder took the lock (a loaded
-	// machine), so the recorded wait is at most d plus scheduling and at least a part of it.
-	if got.Pkg < float64(d)/5 || got.Pkg > float64(d)*20 {
-		t.Fatalf("contention under the prefix %v, want about %v", time.Duration(got.Pkg), d)
+	// On a loaded machine the waiter may not start waiting before the holder unlocks; try again
+	// then (the length of the wait is not the point: where it is counted is).
+	var got mutexDelay
+	for range 5 {
+		contendedUnlock(&mu, d)
+		if got = mine.read().sub(m0); got.Pkg > 0 {
+			break
+		}
+	}
+	gotOther := other.read().sub(o0)
+	if got.Pkg <= 0 || got.Pkg > float64(5*d)*20 {
+		t.Fatalf("contention under the prefix %v, want some, at most a few times %v", time.Duration(got.Pkg), d)
 	}
 	if got.All < got.Pkg {
 		t.Fatalf("total %v below the prefix's %v", time.Duration(got.All), time.Duration(got.Pkg))
