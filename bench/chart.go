@@ -60,10 +60,15 @@ var panels = []panel{
 // when path ends in .png.
 func writeChart(path string, res *Results) error {
 	const cols = 2
-	rows := (len(panels) + cols - 1) / cols
+	draws := make([]func(*Results) (*plot.Plot, error), 0, len(panels)+len(extraPanels))
+	for _, pn := range panels {
+		draws = append(draws, pn.plot)
+	}
+	draws = append(draws, extraPanels...)
+	rows := (len(draws) + cols - 1) / cols
 	grid := make([][]*plot.Plot, rows)
-	for i, pn := range panels {
-		p, err := pn.plot(res)
+	for i, draw := range draws {
+		p, err := draw(res)
 		if err != nil {
 			return err
 		}
@@ -96,7 +101,7 @@ func writeChart(path string, res *Results) error {
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Inch / 2, PadY: vg.Inch / 3,
 		PadTop: vg.Inch / 8, PadBottom: vg.Inch / 4, PadLeft: vg.Inch / 4, PadRight: vg.Inch / 4}
 	canvases := plot.Align(grid, tiles, body)
-	for i := range panels {
+	for i := range draws {
 		grid[i/cols][i%cols].Draw(canvases[i/cols][i%cols])
 	}
 

@@ -92,7 +92,7 @@ func TestVsFloor(t *testing.T) {
 		{Contender: "rlock-spin", Values: map[string]num{"acq_per_s": 3}},
 		{Contender: "broken", Error: "x"},
 	}}
-	vsFloor(s)
+	vsFloor(s, false)
 	for id, want := range map[string]float64{"ping": 0.25, "floor": 1, "floor-spublish": 0.5, "rlock-fair": 0.75} {
 		if got := s.row(id).value("handoff_vs_floor"); got != want {
 			t.Errorf("%s vs floor = %v, want %v", id, got, want)
@@ -107,12 +107,45 @@ func TestVsFloor(t *testing.T) {
 		t.Error("a row without a handoff got a ratio")
 	}
 	s = &ScenarioResult{Rows: []*Row{{Contender: "rlock-fair", Values: map[string]num{"handoff_p50_us": 150}}}}
-	vsFloor(s)
+	vsFloor(s, false)
 	if got := s.row("rlock-fair").value("handoff_vs_floor"); !math.IsNaN(got) {
 		t.Errorf("vs floor without a floor row = %v, want NaN", got)
 	}
 	if got := s.row("rlock-fair").value("handoff_vs_sfloor"); !math.IsNaN(got) {
 		t.Errorf("vs spublish floor without its row = %v, want NaN", got)
+	}
+}
+
+// TestCostVsFloor: server calls and Redis CPU per acquisition are divided by the publish
+// floor's on one server and by the spublish floor's on a cluster; rows without the figure get
+// no ratio.
+func TestCostVsFloor(t *testing.T) {
+	rows := func() *ScenarioResult {
+		return &ScenarioResult{Rows: []*Row{
+			{Contender: "floor", Values: map[string]num{"server_calls_per_acq": 7, "redis_cpu_us_per_acq": 20}},
+			{Contender: "floor-spublish", Values: map[string]num{"server_calls_per_acq": 3.5, "redis_cpu_us_per_acq": 40}},
+			{Contender: "rlock-fair", Values: map[string]num{"server_calls_per_acq": 14, "redis_cpu_us_per_acq": 30}},
+			{Contender: "ping", Values: map[string]num{"handoff_p50_us": 50}},
+		}}
+	}
+	s := rows()
+	costVsFloor(s, false)
+	if got := s.row("rlock-fair").value("server_calls_vs_floor"); got != 2 {
+		t.Errorf("standalone server calls vs floor = %v, want 2", got)
+	}
+	if got := s.row("rlock-fair").value("redis_cpu_vs_floor"); got != 1.5 {
+		t.Errorf("standalone Redis CPU vs floor = %v, want 1.5", got)
+	}
+	if _, ok := s.row("ping").Values["server_calls_vs_floor"]; ok {
+		t.Error("a row without server calls got a ratio")
+	}
+	s = rows()
+	costVsFloor(s, true)
+	if got := s.row("rlock-fair").value("server_calls_vs_floor"); got != 4 {
+		t.Errorf("cluster server calls vs spublish floor = %v, want 4", got)
+	}
+	if got := s.row("rlock-fair").value("redis_cpu_vs_floor"); got != 0.75 {
+		t.Errorf("cluster Redis CPU vs spublish floor = %v, want 0.75", got)
 	}
 }
 

@@ -44,6 +44,8 @@ func run() int {
 		topology   = flag.String("topology", topoStandalone, "standalone: one redis-server (REDIS_ADDR, or started); "+
 			"cluster: a Redis Cluster (REDIS_CLUSTER_ADDRS, or 3 masters + 3 replicas started with "+clusterScript+")")
 		holdSizes = flag.String("holds", "", "hold counts of the holds scenario, comma-separated (default 1000,10000,100000; quick: 1000)")
+		cpuProf   = flag.String("cpuprofile", "", "write a Go CPU profile of this process (the in-process scenarios) to this file")
+		mutexProf = flag.String("mutexprofile", "", "write a Go mutex profile (every contention) of this process to this file")
 	)
 	flag.Parse()
 	if *replot != "" {
@@ -99,6 +101,17 @@ func run() int {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	go func() { <-ctx.Done(); stopSignals() }()
+
+	stopProfiles, err := startProfiles(*cpuProf, *mutexProf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer func() {
+		if err := stopProfiles(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: profiles:", err)
+		}
+	}()
 
 	prog := newProgress()
 	began := time.Now()
@@ -175,6 +188,8 @@ func run() int {
 	}
 	res.Ratios = computeRatios(res)
 	writeRatios(os.Stdout, res.Ratios, *quick)
+	res.Goals = computeGoals(res)
+	writeGoals(os.Stdout, res.Goals, res.Meta.Quick)
 	res.Meta.Seconds = time.Since(began).Seconds()
 
 	code := 0

@@ -17,6 +17,7 @@ type Results struct {
 	Meta      Meta              `json:"meta"`
 	Scenarios []*ScenarioResult `json:"scenarios"`
 	Ratios    []Ratio           `json:"ratios"`
+	Goals     []Ratio           `json:"goals,omitempty"` // issue 17's (goals.go)
 }
 
 // Meta describes the run and the machine.

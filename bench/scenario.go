@@ -88,6 +88,7 @@ var scenarios = []scenario{
 	{"semaphore", 8, "8. Semaphore: 4 permits, 3 processes x 16 goroutines", runSemaphore},
 	{"holds", 9, "9. Holds at scale: watchdog holds on one client", runHolds},
 	{"waiters", 10, "10. Waiters at scale: 10 waiters per held name on one client", runWaiters},
+	{"goroutines", 11, "11. Scale: throughput against goroutines on one client, one key each", runGoroutines},
 }
 
 // contendersFor returns the selected contenders that run in scenario (see contenderSpec.Only).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,11 +62,15 @@ func (u *uncontended) slice(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("INFO cpu: %w", err)
 	}
 	n0 := len(u.lats)
+	// A lock+unlock still running 1s after the slice's end is cut: a stalled library fails its
+	// row after a second rather than after opTimeout.
+	sctx, cancel := context.WithTimeout(ctx, d+sliceGrace)
+	defer cancel()
 	cpu0, ok0 := processCPU()
 	start := time.Now()
 	for time.Since(start) < d && ctx.Err() == nil {
 		t := time.Now()
-		if err := lockUnlock(ctx, u.m); err != nil {
+		if err := lockUnlock(sctx, u.m); err != nil {
 			return err
 		}
 		u.lats = append(u.lats, time.Since(t))
@@ -204,7 +209,8 @@ func runUncontended(ctx context.Context, e *env) *ScenarioResult {
 			"The vs pair columns are medians over the rounds of the ratio to the pair's slice of the same round. "+
 			"CPU time is not stretched by waiting on a busy machine as wall-clock time is. "+
 			"The PING row sends one PING per round on a rueidis client: the round trip every lock pays at least. "+
-			"Commands per op are counted in a separate pass of %d rounds (MONITOR slows Redis down).", d, rounds, countRounds),
+			"Commands per op are counted in a separate pass of %d rounds (MONITOR slows Redis down). "+
+			"A lock+unlock still running %v after its slice ended is cut, which fails the row.", d, rounds, countRounds, sliceGrace),
 		Columns: []Column{
 			{"p50_us", "lock+unlock p50", unitMicros},
 			{"p99_us", "p99", unitMicros},
@@ -273,30 +279,78 @@ func setLatencies(row *Row, lats []time.Duration, span time.Duration) {
 
 // parallel is one contender's run of scenario 2.
 type parallel struct {
+	e        *env
 	c        Contender
 	ms       []Mutex // one per goroutine, each on its own key
 	lats     []time.Duration
 	span     time.Duration
 	errs     int64
 	firstErr error
+	slices   []sliceCost    // one per slice, in round order
+	prof     *mutexProfiler // nil: the mutex profile is not read
+	blocked  mutexDelay     // contention recorded over this contender's slices
 }
 
 func (p *parallel) slice(ctx context.Context, d time.Duration) error {
+	before, err := p.e.serverCPU(ctx)
+	if err != nil {
+		return fmt.Errorf("INFO cpu: %w", err)
+	}
+	var delay0 mutexDelay
+	if p.prof != nil {
+		delay0 = p.prof.read()
+	}
+	// A lock+unlock still running 1s after the slice's end is cut and counted as an error.
+	sctx, cancel := context.WithTimeout(ctx, d+sliceGrace)
+	defer cancel()
+	cpu0, ok0 := processCPU()
+	start := time.Now()
+	lats, errs, firstErr := hammer(sctx, p.ms, d)
+	p.lats = append(p.lats, lats...)
+	p.firstErr = cmpOr(p.firstErr, firstErr)
+	p.span += time.Since(start)
+	cpu1, ok1 := processCPU()
+	if p.prof != nil {
+		p.blocked = p.blocked.plus(p.prof.read().sub(delay0))
+	}
+	after, err := p.e.serverCPU(ctx)
+	if err != nil {
+		return fmt.Errorf("INFO cpu: %w", err)
+	}
+	p.errs += errs
+	p.slices = append(p.slices, sliceCost{
+		ops: len(lats), p50: percentile(slices.Clone(lats), 50),
+		cpu: cpu1 - cpu0, cpuOK: ok0 && ok1,
+		redisCPU:   after.CPU - before.CPU,
+		scriptUsec: after.Usec.delta(before.Usec).scripts(),
+	})
+	return ctx.Err()
+}
+
+// sliceGrace is how long a lock+unlock of scenarios 1, 2 and 11 may run past its slice's end
+// before it is cut (an error): a library that stalls costs the run a second, not opTimeout.
+const sliceGrace = time.Second
+
+// hammer runs one goroutine per handle, each taking and releasing its lock in a loop for d,
+// and returns the latencies of all goroutines, the number of failed lock+unlocks and the first
+// error. A goroutine stops early after 100 errors in all (a failing library).
+func hammer(ctx context.Context, ms []Mutex, d time.Duration) ([]time.Duration, int64, error) {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
+		all      []time.Duration
+		firstErr error
 		errCount atomic.Int64
 	)
-	start := time.Now()
-	end := start.Add(d)
-	for _, m := range p.ms {
+	end := time.Now().Add(d)
+	for _, m := range ms {
 		wg.Go(func() {
 			lats := make([]time.Duration, 0, 1024)
 			for time.Now().Before(end) && ctx.Err() == nil {
 				t := time.Now()
 				if err := lockUnlock(ctx, m); err != nil {
 					mu.Lock()
-					p.firstErr = cmpOr(p.firstErr, err)
+					firstErr = cmpOr(firstErr, err)
 					mu.Unlock()
 					if errCount.Add(1) > 100 {
 						break // a failing library: stop hammering it
@@ -306,14 +360,12 @@ func (p *parallel) slice(ctx context.Context, d time.Duration) error {
 				lats = append(lats, time.Since(t))
 			}
 			mu.Lock()
-			p.lats = append(p.lats, lats...)
+			all = append(all, lats...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	p.span += time.Since(start)
-	p.errs += errCount.Load()
-	return ctx.Err()
+	return all, errCount.Load(), firstErr
 }
 
 func (p *parallel) finish(_ context.Context, row *Row) error {
@@ -321,6 +373,15 @@ func (p *parallel) finish(_ context.Context, row *Row) error {
 		return fmt.Errorf("no lock+unlock succeeded: %v", p.firstErr)
 	}
 	setLatencies(row, p.lats, p.span)
+	setCosts(row, p.slices)
+	// The Redis-bound ceiling: on a server with a core of its own, Redis runs out of CPU first.
+	row.set("ceiling_ops_per_s", ratioOf(1e6, row.value("redis_cpu_us_per_op")))
+	if p.prof != nil {
+		ops := float64(len(p.lats))
+		row.set("blocked_us_per_op", micros(p.blocked.Pkg)/ops)
+		row.set("blocked_all_us_per_op", micros(p.blocked.All)/ops)
+		row.set("blocked_pct_of_p50", 100*ratioOf(micros(p.blocked.Pkg)/ops, row.value("p50_us")))
+	}
 	row.set("errors", float64(p.errs))
 	if p.firstErr != nil {
 		row.Note = "first error: " + p.firstErr.Error()
@@ -330,28 +391,105 @@ func (p *parallel) finish(_ context.Context, row *Row) error {
 
 func (p *parallel) close() { p.c.Close() }
 
+// plus adds two contention figures.
+func (d mutexDelay) plus(o mutexDelay) mutexDelay {
+	return mutexDelay{All: d.All + o.All, Pkg: d.Pkg + o.Pkg}
+}
+
+// parallelVsPair sets, on every row of scenario 2, its throughput, client CPU per op, Redis
+// CPU per op and Redis-bound ceiling relative to the baseline pair's: throughput and CPU as the
+// median over the rounds of the ratio to the pair's slice of the same round, the ceiling as
+// the inverse of the Redis CPU ratio.
+func parallelVsPair(s *ScenarioResult, runs map[string]*parallel) {
+	base := runs["baseline"]
+	if base == nil || math.IsNaN(s.row("baseline").value("ops_per_s")) {
+		return
+	}
+	series := func(p *parallel, f func(c sliceCost) float64) []float64 {
+		var vs []float64
+		for _, c := range p.slices {
+			v := math.NaN()
+			if c.ops > 0 {
+				v = f(c)
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	}
+	ops := func(c sliceCost) float64 { return float64(c.ops) }
+	cpu := func(c sliceCost) float64 {
+		if !c.cpuOK {
+			return math.NaN()
+		}
+		return float64(c.cpu) / float64(c.ops)
+	}
+	redisCPU := func(c sliceCost) float64 { return float64(c.redisCPU) / float64(c.ops) }
+	for _, r := range s.Rows {
+		p := runs[r.Contender]
+		if p == nil || r.Error != "" || r.Values == nil {
+			continue
+		}
+		// Every slice of a round lasts the same, so ops per slice stand for ops/s.
+		r.set("ops_vs_pair", medianRatio(series(p, ops), series(base, ops)))
+		r.set("cpu_vs_pair", medianRatio(series(p, cpu), series(base, cpu)))
+		rc := medianRatio(series(p, redisCPU), series(base, redisCPU))
+		r.set("redis_cpu_vs_pair", rc)
+		r.set("ceiling_vs_pair", ratioOf(1, rc))
+	}
+}
+
+// parallelGoroutines is the number of goroutines of scenario 2.
+const parallelGoroutines = 64
+
 func runParallel(ctx context.Context, e *env) *ScenarioResult {
-	const goroutines = 64
+	const goroutines = parallelGoroutines
 	d := e.pick(3*time.Second, 500*time.Millisecond)
 	rounds := e.pickN(6, 2)
+	// Every contention on a sync.Mutex or RWMutex of this process is recorded while the
+	// scenario runs (the cost: a stack walk per contended Unlock).
+	prevFraction := runtime.SetMutexProfileFraction(1)
+	defer runtime.SetMutexProfileFraction(prevFraction)
+	prof := newMutexProfiler(rlockPackage)
 	s := &ScenarioResult{
 		ID: "parallel",
 		Setup: fmt.Sprintf("%d goroutines share one client of the contender; each takes and releases its own key "+
 			"in a loop, %v in all, in %d slices interleaved with the other contenders (one warm-up round each first). "+
-			"ops/s counts lock+unlock pairs of all goroutines.", goroutines, d, rounds),
+			"ops/s counts lock+unlock pairs of all goroutines; a lock+unlock still running %v after its slice ended is cut "+
+			"and counted in errors. Client CPU/op is this process's CPU time (getrusage) over "+
+			"the contender's slices per lock+unlock, Redis CPU/op the server's used_cpu_user + used_cpu_sys%s, script µs/op "+
+			"the EVAL/EVALSHA/FCALL usec of INFO commandstats; the vs pair columns are medians over the rounds of the "+
+			"ratio to the baseline pair's slice of the same round. Redis-bound ceiling is 1s / Redis CPU per op: the "+
+			"throughput when Redis, single-threaded, is the bottleneck, as on a server where it has a core of its own "+
+			"and the clients run elsewhere (here Redis shares the cores with the client, so the measured ops/s are lower). "+
+			"Blocked/op is the time goroutines spent waiting on sync mutexes released by the rlock package itself "+
+			"(the client's own locks), from the Go mutex profile (fraction 1 during this scenario) over the contender's "+
+			"slices, per lock+unlock; blocked %% of p50 is it over the op's p50, in percent; all mutexes counts every mutex of "+
+			"the process (rueidis' included).", goroutines, d, rounds, sliceGrace, e.overMasters()),
 		Columns: []Column{
 			{"ops_per_s", "lock+unlock ops/s", unitRate},
+			{"ops_vs_pair", "ops/s vs pair", unitRatio},
 			{"p50_us", "p50", unitMicros},
 			{"p99_us", "p99", unitMicros},
+			{"cpu_us_per_op", "client CPU/op (µs)", unitNum1},
+			{"cpu_vs_pair", "client CPU vs pair", unitRatio},
+			{"redis_cpu_us_per_op", "Redis CPU/op (µs)", unitNum1},
+			{"redis_cpu_vs_pair", "Redis CPU vs pair", unitRatio},
+			{"script_us_per_op", "script µs/op", unitNum1},
+			{"ceiling_ops_per_s", "Redis-bound ceiling ops/s", unitRate},
+			{"ceiling_vs_pair", "ceiling vs pair", unitRatio},
+			{"blocked_us_per_op", "blocked on rlock mutexes/op (µs)", unitNum},
+			{"blocked_pct_of_p50", "blocked, % of p50", unitNum},
+			{"blocked_all_us_per_op", "blocked, all mutexes/op (µs)", unitNum},
 			{"errors", "errors", unitCount},
 		},
 	}
+	runs := map[string]*parallel{}
 	e.interleave(ctx, s, e.contendersFor("parallel"), nil, rounds, d, func(ctx context.Context, spec contenderSpec) (sliceRunner, error) {
 		c, err := spec.New(e.contenderConfig(e.keyPrefix("parallel", spec.ID)))
 		if err != nil {
 			return nil, err
 		}
-		p := &parallel{c: c, ms: make([]Mutex, goroutines)}
+		p := &parallel{e: e, c: c, ms: make([]Mutex, goroutines), prof: prof}
 		for i := range p.ms {
 			p.ms[i] = c.Mutex(fmt.Sprintf("p%d", i))
 			if err := lockUnlock(ctx, p.ms[i]); err != nil {
@@ -359,7 +497,13 @@ func runParallel(ctx context.Context, e *env) *ScenarioResult {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
+		runs[spec.ID] = p
 		return p, nil
-	}, func(r *Row) string { return formatValue(r.value("ops_per_s"), unitRate) + " ops/s" })
+	}, func(r *Row) string {
+		return formatValue(r.value("ops_per_s"), unitRate) + " ops/s, Redis CPU/op " +
+			formatValue(r.value("redis_cpu_us_per_op"), unitNum1) + "µs, blocked/op " +
+			formatValue(r.value("blocked_us_per_op"), unitNum) + "µs"
+	})
+	parallelVsPair(s, runs)
 	return s
 }

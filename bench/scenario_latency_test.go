@@ -81,3 +81,33 @@ func TestSetCosts(t *testing.T) {
 		t.Errorf("CPU per op without rusage = %v, want NaN", got)
 	}
 }
+
+// TestParallelVsPair: throughput, client CPU and Redis CPU are medians of per-round ratios to
+// the pair's slice, and the ceiling ratio is the inverse of the Redis CPU ratio.
+func TestParallelVsPair(t *testing.T) {
+	cost := func(ops int, cpuPerOp, redisPerOp time.Duration) sliceCost {
+		return sliceCost{ops: ops, cpu: time.Duration(ops) * cpuPerOp, cpuOK: true, redisCPU: time.Duration(ops) * redisPerOp}
+	}
+	base := &parallel{slices: []sliceCost{cost(1000, 20, 10), cost(500, 40, 20), cost(1000, 20, 10)}}
+	lock := &parallel{slices: []sliceCost{cost(500, 30, 20), cost(250, 60, 40), cost(100, 30, 25)}}
+	s := &ScenarioResult{Rows: []*Row{
+		{Contender: "baseline", Values: map[string]num{"ops_per_s": 1}},
+		{Contender: "rlock", Values: map[string]num{"ops_per_s": 1}},
+	}}
+	parallelVsPair(s, map[string]*parallel{"baseline": base, "rlock": lock})
+	r := s.row("rlock")
+	for key, want := range map[string]float64{"ops_vs_pair": 0.5, "cpu_vs_pair": 1.5, "redis_cpu_vs_pair": 2, "ceiling_vs_pair": 0.5} {
+		if got := r.value(key); got != want {
+			t.Errorf("%s = %v, want %v", key, got, want)
+		}
+	}
+	if got := s.row("baseline").value("redis_cpu_vs_pair"); got != 1 {
+		t.Errorf("pair vs itself = %v", got)
+	}
+	// Without the pair's row nothing is set.
+	s = &ScenarioResult{Rows: []*Row{{Contender: "rlock", Values: map[string]num{"ops_per_s": 1}}}}
+	parallelVsPair(s, map[string]*parallel{"rlock": lock})
+	if _, ok := s.row("rlock").Values["ops_vs_pair"]; ok {
+		t.Error("a ratio without the pair")
+	}
+}

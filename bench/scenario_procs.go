@@ -19,6 +19,9 @@ type procRun struct {
 	Errors   int
 	FirstErr string
 	Counts   commandCounts
+	// RedisCPU is the server's CPU time (used_cpu_user + used_cpu_sys, summed over the
+	// masters) from the start message to the last worker's report.
+	RedisCPU time.Duration
 }
 
 // runProcs runs job (its contender, goroutines, hold and mode) in procs
@@ -50,6 +53,10 @@ func runProcs(ctx context.Context, e *env, job workerJob, scenario string, procs
 	}
 	var err error
 	pr.Counts, err = countCommands(ctx, e, monitor, func() error {
+		cpu0, err := e.serverCPU(ctx)
+		if err != nil {
+			return fmt.Errorf("INFO cpu: %w", err)
+		}
 		// Start a little ahead so every worker is sleeping until the same instant.
 		start := time.Now().Add(100 * time.Millisecond)
 		end := start.Add(d)
@@ -76,6 +83,11 @@ func runProcs(ctx context.Context, e *env, job workerJob, scenario string, procs
 			}
 		}
 		pr.Span, pr.End = d, end.UnixNano()
+		cpu1, err := e.serverCPU(ctx)
+		if err != nil {
+			return fmt.Errorf("INFO cpu: %w", err)
+		}
+		pr.RedisCPU = cpu1.CPU - cpu0.CPU
 		return nil
 	})
 	if err == nil && e.rawDir != "" {
@@ -113,6 +125,7 @@ type procRuns struct {
 	h         holdAnalysis
 	span      time.Duration
 	stats     commandStats
+	redisCPU  time.Duration // over the timed runs
 	perWorker map[[2]int]int
 	errors    int
 	firstErr  string
@@ -140,6 +153,7 @@ func (p *procRuns) slice(ctx context.Context, d time.Duration) error {
 	p.h.CrossWaits = append(p.h.CrossWaits, h.CrossWaits...)
 	p.h.Switches = append(p.h.Switches, h.Switches...)
 	p.span += pr.Span
+	p.redisCPU += pr.RedisCPU
 	if p.stats == nil {
 		p.stats, p.perWorker = commandStats{}, map[[2]int]int{}
 	}
@@ -167,6 +181,8 @@ func (p *procRuns) common(row *Row) error {
 	row.set("acq_per_s", float64(p.h.Count)/p.span.Seconds())
 	row.set("overlaps", float64(p.h.Overlaps))
 	row.set("errors", float64(p.errors))
+	row.set("server_calls_per_acq", float64(p.stats.total())/float64(p.h.Count))
+	row.set("redis_cpu_us_per_acq", micros(float64(p.redisCPU))/float64(p.h.Count))
 	row.ServerCalls = p.stats
 	row.Note = joinNotes(row.Note,
 		notef(p.h.Overlaps > 0, "MUTUAL EXCLUSION VIOLATED %d times", p.h.Overlaps),
@@ -190,7 +206,6 @@ func (c *contended) finish(ctx context.Context, row *Row) error {
 	row.set("wait_p50_us", micros(percentile(h.Waits, 50)))
 	row.set("wait_p99_us", micros(percentile(h.Waits, 99)))
 	row.set("scripts_per_acq", float64(c.stats.scripts())/float64(h.Count))
-	row.set("server_calls_per_acq", float64(c.stats.total())/float64(h.Count))
 
 	var workers [][2]int
 	for p := range c.procs {
@@ -205,6 +220,11 @@ func (c *contended) finish(ctx context.Context, row *Row) error {
 
 	if !c.e.monitor {
 		row.Note = joinNotes(row.Note, "client commands not counted (-monitor=false)")
+		return nil
+	}
+	if c.e.quick && isKindRow(c.spec.ID) {
+		// Keeps -quick short; the goals of these rows are server calls and Redis CPU.
+		row.Note = joinNotes(row.Note, "client commands not counted in -quick runs")
 		return nil
 	}
 	cr, err := runProcs(ctx, c.e, c.job(), "contended-count", c.procs, c.dCount, true,
@@ -238,8 +258,11 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 			"Overlaps counts holds that began before the previous one ended: it must be 0. "+
 			"The floor rows are the least a wake-then-acquire handoff can do (release = DEL + PUBLISH, or SPUBLISH for "+
 			"sharded pub/sub, in one script; a woken waiter runs SET NX); the vs floor columns divide each handoff p50 "+
-			"by each floor's.",
-			procs, goroutines, hold, d, rounds, dCount, e.overMasters()),
+			"by each floor's. Redis CPU/acq is the server's used_cpu_user + used_cpu_sys over the timed runs%s per "+
+			"acquisition; the vs floor columns of server calls and Redis CPU divide by the floor of the pub/sub kind "+
+			"rlock waits with here (publish on one server, spublish on a cluster). The RWMutex rows take write holds "+
+			"and the Semaphore row has 1 permit, so every row excludes like a mutex.",
+			procs, goroutines, hold, d, rounds, dCount, e.overMasters(), e.overMasters()),
 		Columns: []Column{
 			{"acq_per_s", "acquisitions/s", unitRate},
 			{"handoff_p50_us", "handoff p50", unitMicros},
@@ -251,6 +274,9 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 			{"client_cmds_per_acq", "client cmds/acq", unitNum},
 			{"scripts_per_acq", "scripts/acq", unitNum},
 			{"server_calls_per_acq", "server calls/acq", unitNum},
+			{"server_calls_vs_floor", "server calls vs floor", unitRatio},
+			{"redis_cpu_us_per_acq", "Redis CPU/acq (µs)", unitNum1},
+			{"redis_cpu_vs_floor", "Redis CPU vs floor", unitRatio},
 			{"share_max_min", "share max/min", unitRatio},
 			{"overlaps", "overlaps", unitCount},
 		},
@@ -262,7 +288,7 @@ func runContended(ctx context.Context, e *env) *ScenarioResult {
 		return fmt.Sprintf("%s acq/s, wait p99 %s, share %s", formatValue(r.value("acq_per_s"), unitRate),
 			formatValue(r.value("wait_p99_us"), unitMicros), formatValue(r.value("share_max_min"), unitRatio))
 	})
-	vsFloor(s)
+	vsFloor(s, e.redis.Cluster())
 	return s
 }
 
@@ -301,8 +327,11 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 			"the wake-up path itself, without the races the waiter lost. "+
 			"The PING row is the PING round trip for scale; the floor rows are the least a wake-then-acquire handoff "+
 			"can do (release = DEL + PUBLISH, or SPUBLISH for sharded pub/sub, in one script; the woken waiter runs "+
-			"SET NX), and the vs floor columns divide each handoff p50 by each floor's.",
-			hold, d, rounds),
+			"SET NX), and the vs floor columns divide each handoff p50 by each floor's. "+
+			"Server calls/acq is every call of INFO commandstats (those inside scripts included) over the timed runs, "+
+			"Redis CPU/acq the server's used_cpu_user + used_cpu_sys%s, per acquisition; their vs floor columns divide "+
+			"by the floor of the pub/sub kind rlock waits with here (publish on one server, spublish on a cluster).",
+			hold, d, rounds, e.overMasters()),
 		Columns: []Column{
 			{"handoff_p50_us", "cross-process handoff p50", unitMicros},
 			{"handoff_vs_floor", "p50 vs publish floor", unitRatio},
@@ -312,6 +341,10 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 			{"alternation", "alternation", unitPercent},
 			{"switch_p50_us", "switch p50", unitMicros},
 			{"acq_per_s", "acquisitions/s", unitRate},
+			{"server_calls_per_acq", "server calls/acq", unitNum},
+			{"server_calls_vs_floor", "server calls vs floor", unitRatio},
+			{"redis_cpu_us_per_acq", "Redis CPU/acq (µs)", unitNum1},
+			{"redis_cpu_vs_floor", "Redis CPU vs floor", unitRatio},
 			{"overlaps", "overlaps", unitCount},
 		},
 	}
@@ -330,14 +363,17 @@ func runPingPong(ctx context.Context, e *env) *ScenarioResult {
 		return fmt.Sprintf("handoff p50 %s, alternation %s", formatValue(r.value("handoff_p50_us"), unitMicros),
 			formatValue(r.value("alternation"), unitPercent))
 	})
-	vsFloor(s)
+	vsFloor(s, e.redis.Cluster())
 	return s
 }
 
 // vsFloor sets, on every row of a contended or ping-pong table, its handoff p50 divided by each
 // floor row's of the same run: "floor: publish + SET NX" (handoff_vs_floor) and "floor:
-// spublish + SET NX" (handoff_vs_sfloor); NaN when that floor did not run.
-func vsFloor(s *ScenarioResult) {
+// spublish + SET NX" (handoff_vs_sfloor); NaN when that floor did not run. It also divides
+// server calls and Redis CPU per acquisition by those of the floor of the kind rlock uses on
+// this topology (see costVsFloor).
+func vsFloor(s *ScenarioResult, cluster bool) {
+	costVsFloor(s, cluster)
 	for _, f := range []struct{ id, key string }{{floorSpec.ID, "handoff_vs_floor"}, {floorShardedSpec.ID, "handoff_vs_sfloor"}} {
 		floor := s.row(f.id).value("handoff_p50_us")
 		for _, r := range s.Rows {
@@ -346,6 +382,30 @@ func vsFloor(s *ScenarioResult) {
 			}
 			if _, ok := r.Values["handoff_p50_us"]; ok {
 				r.set(f.key, ratioOf(r.value("handoff_p50_us"), floor))
+			}
+		}
+	}
+}
+
+// costVsFloor sets, on every row of a contended or ping-pong table, its server calls per
+// acquisition (server_calls_vs_floor) and Redis CPU per acquisition (redis_cpu_vs_floor)
+// divided by the floor's of the same run: the publish floor on one server, the spublish floor
+// on a cluster, the kind of pub/sub rlock waits with there.
+func costVsFloor(s *ScenarioResult, cluster bool) {
+	id := floorSpec.ID
+	if cluster {
+		id = floorShardedSpec.ID
+	}
+	floor := s.row(id)
+	for _, r := range s.Rows {
+		if r.Error != "" || r.Values == nil {
+			continue
+		}
+		for _, k := range []struct{ key, vs string }{
+			{"server_calls_per_acq", "server_calls_vs_floor"}, {"redis_cpu_us_per_acq", "redis_cpu_vs_floor"},
+		} {
+			if _, ok := r.Values[k.key]; ok {
+				r.set(k.vs, ratioOf(r.value(k.key), floor.value(k.key)))
 			}
 		}
 	}
