@@ -70,6 +70,9 @@ func runHelper(name string) int {
 	if name == "chaos" {
 		return runChaosChild()
 	}
+	if name == "pauseprobe" {
+		return runPauseProbe()
+	}
 	if strings.HasPrefix(name, "kinds-") {
 		return runKindsHelper(name)
 	}

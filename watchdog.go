@@ -354,7 +354,8 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 		}
 		switch {
 		case renewed[i] == 1:
-			h.expires, h.claimed = end, false
+			h.setExpires(end)
+			h.claimed = false
 		case h.releasing > 0:
 			// An Unlock in flight released it.
 		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":
