@@ -183,6 +183,9 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
 		c.holdStarted(h)
+		if len(c.holds) == 1 {
+			c.kickWatch()
+		}
 	}
 	h.count[acc]++
 	h.watchdog = h.watchdog || lk.lease == 0
@@ -256,6 +259,9 @@ func (c *Client) retire(h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if c.holds[hk] == h {
 		delete(c.holds, hk)
+		if len(c.holds) == 0 {
+			c.kickWatch()
+		}
 	}
 	c.holdEnded(h, cause)
 }

@@ -37,6 +37,8 @@ type Client struct {
 	closeDone chan struct{} // closed when the first Close has finished
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
 	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
+	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
+	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
 	mu       sync.Mutex
 	holds    map[holdKey]*hold        // this process's holds, by lock key and owner
@@ -79,6 +81,8 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		closeDone: make(chan struct{}),
 		reap:      make(chan struct{}, 1),
 		soon:      make(chan struct{}, 1),
+		recheck:   make(chan struct{}, 1),
+		watchKick: make(chan struct{}, 1),
 		holds:     make(map[holdKey]*hold),
 		lanes:     make(map[holdKey]*lane),
 		subs:      make(map[string]*subscription),
@@ -88,9 +92,10 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	}
 	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
 	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.watchdog()
 	go c.reaper()
+	go c.watchServers()
 	return c, nil
 }
 

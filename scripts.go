@@ -123,3 +123,6 @@ var (
 	semInspectScript = script("sem_inspect.lua", false)
 	semForceScript   = leasedScript("sem_forcerelease.lua")
 )
+
+// checkScript reports which holds still exist, after a restart or failover (notice.go).
+var checkScript = script("check.lua", true)

@@ -24,11 +24,18 @@ func (c *Client) watchdog() {
 	soon.Stop()
 	defer soon.Stop()
 	retry := newBackoff()
+	recheck := time.NewTimer(time.Hour) // retries a check after a lost connection (see notice.go)
+	recheck.Stop()
+	defer recheck.Stop()
 	for {
-		claimedOnly := false
+		claimedOnly, checkAll := false, false
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.recheck:
+			checkAll = true
+		case <-recheck.C:
+			checkAll = true
 		case <-c.soon:
 			c.mu.Lock()
 			at := c.soonAt
@@ -40,6 +47,16 @@ func (c *Client) watchdog() {
 		case <-t.C:
 		}
 		start := time.Now()
+		if checkAll {
+			ok := c.renewHolds(false)
+			ctx, cancel := giveUpAfter(c.ctx, max(c.lease/3, time.Second))
+			ok = c.checkFixed(ctx) && ok
+			cancel()
+			if !ok {
+				recheck.Reset(recheckInterval)
+			}
+			continue
+		}
 		if claimedOnly {
 			c.mu.Lock()
 			c.soonAt = time.Time{}
