@@ -28,7 +28,11 @@ type Client struct {
 	lease      time.Duration // the same, as a duration
 	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
 	id         string        // random, prefixes this client's request ids (idLen bytes)
-	seq        atomic.Uint64 // request id counter
+	// graceLine, with Options.RestartGrace, is lib.lua's GRACE line for it (see graced);
+	// gracedScripts caches those variants by the SHA-1 of the original.
+	graceLine     string
+	gracedScripts sync.Map
+	seq           atomic.Uint64 // request id counter
 
 	ctx       context.Context // done once Close starts
 	cancel    context.CancelFunc
@@ -91,6 +95,9 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		arrivals:  make(map[holdKey]int),
 	}
 	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
+	if opts.RestartGrace > 0 {
+		c.graceLine = "local GRACE = " + strconv.FormatInt(opts.RestartGrace.Milliseconds(), 10) + "\n"
+	}
 	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
 	c.wg.Add(3)
 	go c.watchdog()
