@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,8 @@ func answering(t *testing.T, n node, key string) time.Time {
 func TestRestart_noticeAtOnce(t *testing.T) {
 	e, kill, start := crashable(t, "notice")
 	m := e.master("notice")
-	c := e.client(rlock.Options{})
+	var logs syncBuffer
+	c := e.client(rlock.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	type held struct {
 		what string
 		ctx  context.Context
@@ -92,6 +94,7 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 		t.Logf("%s: ended %v after the server answered again", h.what, took.Round(time.Millisecond))
 		assert.LessOrEqual(t, took, time.Second, "%s: the hold context ended %v after the server answered again", h.what, took)
 	}
+	t.Logf("server answered at %s; log:\n%s", back.Format("15:04:05.000"), logs.String())
 	e.dep.waitSteady(t, 20*time.Second)
 }
 

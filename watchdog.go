@@ -27,6 +27,7 @@ func (c *Client) watchdog() {
 	recheck := time.NewTimer(time.Hour) // retries a check after a lost connection (see notice.go)
 	recheck.Stop()
 	defer recheck.Stop()
+	checks := 0 // checks in a row that did not get through
 	for {
 		claimedOnly, checkAll := false, false
 		select {
@@ -48,11 +49,18 @@ func (c *Client) watchdog() {
 		}
 		start := time.Now()
 		if checkAll {
-			ok := c.renewHolds(false)
-			ctx, cancel := giveUpAfter(c.ctx, max(c.lease/3, time.Second))
+			// Each try gives up soon (250ms doubling, at most a third of the lease), so that a
+			// call that rueidis retries while the node is away does not hold back the next try
+			// once it is back.
+			giveUp := min(250*time.Millisecond<<min(checks, 10), max(c.lease/3, 250*time.Millisecond))
+			ok := c.renewHoldsWithin(false, giveUp)
+			ctx, cancel := giveUpAfter(c.ctx, giveUp)
 			ok = c.checkFixed(ctx) && ok
 			cancel()
-			if !ok {
+			checks++
+			if ok {
+				checks = 0
+			} else {
 				recheck.Reset(recheckInterval)
 			}
 			continue
@@ -185,7 +193,11 @@ func (c *Client) kickReaper() {
 // holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
 // owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
 // retries soon.
-func (c *Client) renewHolds(claimedOnly bool) bool {
+func (c *Client) renewHolds(claimedOnly bool) bool { return c.renewHoldsWithin(claimedOnly, 0) }
+
+// renewHoldsWithin is renewHolds that gives up on the renewal after giveUp (0: as renewHolds
+// does).
+func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 	type group struct {
 		script luaScript
 		slot   uint16
@@ -223,6 +235,9 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	}
 	if len(chunks) == 0 {
 		return true
+	}
+	if giveUp > 0 {
+		wait = giveUp
 	}
 	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
 	defer cancel()
