@@ -146,4 +146,3 @@ func TestRestart_measureCluster(t *testing.T) {
 		reportRestarts(t, "cluster "+how, grace, rs)
 	}
 }
-
