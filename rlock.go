@@ -15,8 +15,9 @@ import (
 const callTimeout = 10 * time.Second
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
-// watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
-// that has local waiters. It is safe for concurrent use. Create it with [New] and release it
+// watchdog, the reaper that ends holds whose lease ran out, one subscription per lock name
+// that has local waiters, and, while it has holds, a watcher per node that has them checked at
+// once when the node restarts or fails over (see notice.go). It is safe for concurrent use. Create it with [New] and release it
 // with [Client.Close].
 type Client struct {
 	rc         rueidis.Client
@@ -106,12 +107,12 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close stops the watchdog, the reaper and every subscription and returns once all goroutines
-// of c have exited. Waiting Lock and TryLock calls return [ErrClosed]; hold contexts are
-// cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for each). Locks still
-// held are not released: without renewal they expire within their lease. Close is
-// idempotent, safe to call concurrently (every call returns once the first has finished),
-// and always returns nil.
+// Close stops the watchdog, the reaper, the node watchers and every subscription and returns
+// once all goroutines of c have exited. Waiting Lock and TryLock calls return [ErrClosed];
+// hold contexts are cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for
+// each). Locks still held are not released: without renewal they expire within their lease.
+// Close is idempotent, safe to call concurrently (every call returns once the first has
+// finished), and always returns nil.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		<-c.closeDone
