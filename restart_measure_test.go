@@ -110,39 +110,64 @@ func TestRestart_measure(t *testing.T) {
 	reportRestarts(t, e.dep.Topology+" restart", grace, rs)
 }
 
-// TestRestart_measureCluster fails the lock's master over, N times each: CLUSTER FAILOVER on its
-// replica (graceful: the replica has every hold) and kill -9 of the master (the cluster
-// promotes the replica after cluster-node-timeout; the old master is started again).
+// TestRestart_measureCluster fails the lock's master over to its in-sync replica, N times each:
+// CLUSTER FAILOVER on the replica (graceful) and kill -9 of the master (the cluster promotes the
+// replica after cluster-node-timeout; the old master is started again). The replica has the
+// hold, so it must survive: the holder (a 3s watchdog lease) must still hold 3s after the
+// replica took over, with the contender still waiting; then it releases and the contender
+// gets the lock.
 func TestRestart_measureCluster(t *testing.T) {
 	n, grace := restartTrials(t)
 	f := foClusterFromEnv(t)
 	for _, how := range []string{"graceful", "kill"} {
-		var rs []restartResult
+		var took []time.Duration
 		for range n {
 			f.waitHealthy(t, 40*time.Second)
 			prefix := foPrefix()
-			holder, err := rlock.New(f.client(t), graceOptions(rlock.Options{KeyPrefix: prefix}, grace))
+			opts := graceOptions(rlock.Options{KeyPrefix: prefix, WatchdogTimeout: 3 * time.Second}, grace)
+			holder, err := rlock.New(f.client(t), opts)
 			require.NoError(t, err)
-			contender, err := rlock.New(f.client(t), graceOptions(rlock.Options{KeyPrefix: prefix}, grace))
+			contender, err := rlock.New(f.client(t), opts)
 			require.NoError(t, err)
 			m, r := f.shard(t, prefix+":{measure}")
-			rs = append(rs, restartTrial(t, holder, contender, "measure", grace, func() time.Time {
-				foWaitInSync(t, m, r)
-				switch how {
-				case "graceful":
-					require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
-				case "kill":
-					foSignal(t, m.pid(t), syscall.SIGKILL)
+			hm, cm := holder.NewMutex("measure"), contender.NewMutex("measure")
+			h, err := hm.Lock(bg)
+			require.NoError(t, err)
+			granted := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(bg, 60*time.Second)
+				defer cancel()
+				ch, err := cm.Lock(ctx)
+				if err == nil {
+					err = cm.Unlock(ch)
 				}
-				require.Eventually(t, func() bool { return foRole(r) == "master" }, 30*time.Second, 5*time.Millisecond)
-				return answering(t, r, prefix+":{measure}")
-			}))
+				granted <- err
+			}()
+			foWaitInSync(t, m, r)
+			start := time.Now()
+			switch how {
+			case "graceful":
+				require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
+			case "kill":
+				foSignal(t, m.pid(t), syscall.SIGKILL)
+			}
+			require.Eventually(t, func() bool { return foRole(r) == "master" }, 30*time.Second, 5*time.Millisecond)
+			took = append(took, time.Since(start))
+			time.Sleep(3 * time.Second)
+			require.NoError(t, h.Err(), "%s: the hold did not survive a failover to its in-sync replica", how)
+			select {
+			case err := <-granted:
+				t.Fatalf("%s: the contender got the lock while the holder held it (%v)", how, err)
+			default:
+			}
+			require.NoError(t, hm.Unlock(h))
+			require.NoError(t, <-granted)
 			require.NoError(t, holder.Close())
 			require.NoError(t, contender.Close())
 			if how == "kill" {
 				f.restart(t, m.addr)
 			}
 		}
-		reportRestarts(t, "cluster "+how, grace, rs)
+		t.Logf("cluster %s: the hold survived %d of %d failovers; promotion took %s", how, n, n, foStats(took))
 	}
 }
