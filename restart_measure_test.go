@@ -113,7 +113,7 @@ func TestRestart_measure(t *testing.T) {
 // TestRestart_measureCluster fails the lock's master over to its in-sync replica, N times each:
 // CLUSTER FAILOVER on the replica (graceful) and kill -9 of the master (the cluster promotes the
 // replica after cluster-node-timeout; the old master is started again). The replica has the
-// hold, so it must survive: the holder (a 3s watchdog lease) must still hold 3s after the
+// hold, so it must survive: the holder (a 10s watchdog lease) must still hold 4s after the
 // replica took over, with the contender still waiting; then it releases and the contender
 // gets the lock.
 func TestRestart_measureCluster(t *testing.T) {
@@ -124,7 +124,7 @@ func TestRestart_measureCluster(t *testing.T) {
 		for range n {
 			f.waitHealthy(t, 40*time.Second)
 			prefix := foPrefix()
-			opts := graceOptions(rlock.Options{KeyPrefix: prefix, WatchdogTimeout: 3 * time.Second}, grace)
+			opts := graceOptions(rlock.Options{KeyPrefix: prefix, WatchdogTimeout: 10 * time.Second}, grace)
 			holder, err := rlock.New(f.client(t), opts)
 			require.NoError(t, err)
 			contender, err := rlock.New(f.client(t), opts)
@@ -153,7 +153,7 @@ func TestRestart_measureCluster(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return foRole(r) == "master" }, 30*time.Second, 5*time.Millisecond)
 			took = append(took, time.Since(start))
-			time.Sleep(3 * time.Second)
+			time.Sleep(4 * time.Second) // more than a renewal period
 			require.NoError(t, h.Err(), "%s: the hold did not survive a failover to its in-sync replica", how)
 			select {
 			case err := <-granted:
