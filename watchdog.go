@@ -49,10 +49,9 @@ func (c *Client) watchdog() {
 		}
 		start := time.Now()
 		if checkAll {
-			// Each try gives up soon (250ms doubling, at most a third of the lease), so that a
-			// call that rueidis retries while the node is away does not hold back the next try
-			// once it is back.
-			giveUp := min(250*time.Millisecond<<min(checks, 10), max(c.lease/3, 250*time.Millisecond))
+			// Each try gives up soon (250ms doubling, at most 2s), so that a call that rueidis
+			// retries while the node is away does not hold back the next try once it is back.
+			giveUp := min(250*time.Millisecond<<min(checks, 4), 2*time.Second)
 			ok := c.renewHoldsWithin(false, giveUp)
 			ctx, cancel := giveUpAfter(c.ctx, giveUp)
 			ok = c.checkFixed(ctx) && ok
