@@ -57,6 +57,10 @@ func restartTrial(t *testing.T, holder, contender *rlock.Client, name string, gr
 		ctx, cancel := context.WithTimeout(bg, grace+60*time.Second)
 		defer cancel()
 		ch, err := cm.Lock(ctx)
+		for err != nil && ctx.Err() == nil { // CLUSTERDOWN while a cluster node comes back
+			time.Sleep(10 * time.Millisecond)
+			ch, err = cm.Lock(ctx)
+		}
 		granted <- got{ch, time.Now(), err}
 	}()
 	time.Sleep(200 * time.Millisecond) // the contender waits
