@@ -7,8 +7,10 @@ GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
+CHAOSPAUSEFLAGS ?= -chaospause.duration=60s
+CHAOSPAUSERUNS ?= 1
 
-.PHONY: test vet bench bench-quick bench-cluster gobench chaos
+.PHONY: test vet bench bench-quick bench-cluster gobench chaos chaos-pause
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -39,6 +41,14 @@ gotest:
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).
 chaos:
 	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaos$$' -v . -args $(CHAOSFLAGS)
+
+# The chaos test with stopped processes (SIGSTOP past the lease and past FairWaitTimeout) and a
+# stalled server (DEBUG SLEEP) besides connection kills: every kind, pub/sub then spin, 60s each
+# by default, CHAOSPAUSERUNS times (make chaos-pause CHAOSPAUSERUNS=10; CHAOSPAUSEFLAGS=
+# '-chaospause.duration=10s' for short runs, '-chaospause.faults=stop,kill' for a baseline
+# without losses). One summary line per run. Not part of make test.
+chaos-pause:
+	scripts/with-redis.sh $(GO) test -race -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:

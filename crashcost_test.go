@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestCrashCost measures what a crash costs the others, for the README's "Choosing timeouts":
+// TestCrashCost measures what a crash costs the others, for docs/timeouts.md:
 // how long a holder process killed (SIGKILL) at a random moment of its lease keeps waiters out,
 // for several WatchdogTimeouts. It takes about a minute, so it runs only with RLOCK_CRASHCOST=1:
 //

@@ -13,7 +13,8 @@ import (
 	"github.com/rlock-go/rlock"
 )
 
-// Example is the quick start: lock, re-enter through the hold context, watch for loss, unlock.
+// Example is the quick start of the README: lock, re-enter through the hold context, check
+// for loss, unlock.
 func Example() {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
 	if err != nil {
@@ -27,11 +28,11 @@ func Example() {
 	defer locks.Close()
 
 	m := locks.NewMutex("invoice:42")
-	held, err := m.Lock(context.Background()) // blocks until acquired
+	held, err := m.Lock(context.Background()) // waits until acquired
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The hold context carries the owner: a nested Lock with it re-enters.
+	// The hold context carries the owner: a Lock given it re-enters instead of waiting.
 	inner, err := m.Lock(held)
 	if err != nil {
 		log.Fatal(err)
@@ -40,22 +41,17 @@ func Example() {
 	fmt.Println("holds:", n)
 	_ = m.Unlock(inner)
 
-	// Work under the hold context stops by itself if the lease is lost. Done also closes when
-	// the context given to Lock ends: rlock.Lost tells the two apart.
-	if err := doWork(held); err != nil && rlock.Lost(held) {
-		log.Printf("lock lost mid-work: %v", context.Cause(held)) // another holder may have run too
-	}
+	// Work under held: it is cancelled if the lease is lost, and rlock.Lost(held) says so.
+	fmt.Println("lost:", rlock.Lost(held))
 	if err := m.Unlock(held); err != nil {
-		log.Fatal(err) // ErrLockLost here also means the section may have overlapped another holder
+		log.Fatal(err) // ErrLockLost: the work may have overlapped another holder's
 	}
-	fmt.Println("released:", errors.Is(held.Err(), context.Canceled), "lost:", rlock.Lost(held))
+	fmt.Println("released")
 	// Output:
 	// holds: 2
-	// released: true lost: false
+	// lost: false
+	// released
 }
-
-// doWork stands for the critical section: it stops when ctx ends.
-func doWork(ctx context.Context) error { return ctx.Err() }
 
 // ExampleMutex_TryLock gives up after a bounded wait.
 func ExampleMutex_TryLock() {
@@ -146,4 +142,89 @@ func ExampleClient_NewFairMutex() {
 	wg.Wait()
 	fmt.Println(order)
 	// Output: [0 1 2]
+}
+
+// ExampleClient_NewRWMutex lets readers in together, and a writer alone.
+func ExampleClient_NewRWMutex() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	rw := locks.NewRWMutex("catalog")
+
+	r1, _ := rw.RLock(context.Background())
+	r2, err := rw.TryRLock(context.Background(), 0) // another reader: in at once
+	fmt.Println("second reader:", err)
+	_, err = rw.TryLock(context.Background(), 50*time.Millisecond) // a writer waits for both
+	fmt.Println("writer:", errors.Is(err, rlock.ErrNotObtained))
+	_ = rw.RUnlock(r2)
+	_ = rw.RUnlock(r1)
+	w, err := rw.Lock(context.Background())
+	fmt.Println("writer after the readers:", err)
+	_ = rw.Unlock(w)
+	// Output:
+	// second reader: <nil>
+	// writer: true
+	// writer after the readers: <nil>
+}
+
+// ExampleClient_NewSemaphore lets at most 3 permits out at once.
+func ExampleClient_NewSemaphore() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	sem := locks.NewSemaphore("encoders", 3) // everyone using "encoders" must say 3
+
+	big, _ := sem.Acquire(context.Background(), 2) // one hold of 2 permits
+	small, _ := sem.Acquire(context.Background(), 1)
+	_, err := sem.TryAcquire(context.Background(), 1, 0) // none left
+	fmt.Println(errors.Is(err, rlock.ErrNotObtained))
+	_ = sem.Release(big) // gives back both of its permits
+	n, _ := sem.Available(context.Background())
+	fmt.Println("available:", n)
+	_ = sem.Release(small)
+	// Output:
+	// true
+	// available: 2
+}
+
+// ExampleMutex_State shows who holds a lock and who waits for it, as an operator would: one
+// read-only round trip, which also works on a replica.
+func ExampleMutex_State() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	m := locks.NewFairMutex("deploy")
+
+	held, _ := m.Lock(rlock.WithOwner(context.Background(), "web-1"))
+	waiting, stop := context.WithCancel(rlock.WithOwner(context.Background(), "web-2"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = m.Lock(waiting) // queues behind web-1 until stopped
+	}()
+	var st rlock.State
+	for len(st.Waiters) == 0 { // until web-2 has queued
+		time.Sleep(10 * time.Millisecond)
+		var err error
+		if st, err = m.State(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(st.Name, st.Kind)
+	for _, h := range st.Holders {
+		fmt.Printf("held by %s (%d hold), lease left: %v\n", h.Owner, h.Count, h.Lease > 0)
+	}
+	for i, w := range st.Waiters {
+		fmt.Printf("%d. %s waits, keeps its place for another %v if it stops polling\n", i+1, w.Owner, w.Deadline.Round(time.Second))
+	}
+	stop()
+	<-done
+	_ = m.Unlock(held)
+	// Output:
+	// deploy fair_mutex
+	// held by web-1 (1 hold), lease left: true
+	// 1. web-2 waits, keeps its place for another 5s if it stops polling
 }

@@ -18,7 +18,6 @@ type fairScripts struct {
 	rc   rueidis.Client
 	keys lockKeys
 	wait time.Duration // FairWaitTimeout passed to the scripts
-	seq  int           // request ids
 	// sharded: the scripts publish with SPUBLISH and messages subscribes with SSUBSCRIBE, as
 	// on a cluster
 	sharded bool

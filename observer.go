@@ -11,27 +11,33 @@ import (
 // [Options.Observer]. The module github.com/rlock-go/rlock/otel turns it into OpenTelemetry
 // metrics and spans. Without an Observer the library does none of this work.
 //
-// Methods are called synchronously, on the goroutine of the call that causes them (Lock,
-// TryLock, Unlock, ForceUnlock, Close) or of the Client's watchdog or reaper, and never while
-// the Client's internal mutex is held; they may run concurrently with each other. They should return quickly: a slow method delays the call
-// that reports, and a slow Event delays renewals. They may call into rlock (IsLocked, or
+// It observes every kind of lock ([Mutex], fair Mutex, [RWMutex], fair RWMutex, [Semaphore]);
+// [LockInfo.Kind] says which, and [Op] which call (Lock, RLock, Acquire, their Try forms, and
+// their releases).
+//
+// Methods are called synchronously, on the goroutine of the call that causes them (an
+// acquire or release call, ForceUnlock, ForceRelease, Close) or of the Client's watchdog or
+// reaper, and never while the Client's internal mutex is held; they may run concurrently with
+// each other. They should return quickly: a slow method delays the call that reports, and a
+// slow Event delays renewals. They may call into rlock (IsLocked, or
 // locks of other names), but Event must not Lock or Unlock the lock it reports on for the
 // owner whose call reports it: that call may still hold the owner's turn on the lock (a
 // client sends one request at a time per owner and lock), so it would wait for itself.
 type Observer interface {
-	// Start is called when a Lock, TryLock or Unlock call with a non-nil context begins. The
+	// Start is called when an acquire call (Lock, TryLock, RLock, TryRLock, Acquire,
+	// TryAcquire) or a release call (Unlock, RUnlock, Release) with a non-nil context begins. The
 	// context it returns is the one the call's Redis commands run under (without its
 	// cancellation: a tracing observer returns one that carries its span, so the commands'
 	// spans nest under it) and the one given to End; nil means ctx. It does not change the
 	// call's cancellation, nor the hold context that Lock returns, which derives from ctx.
 	Start(ctx context.Context, op Op, lock LockInfo) context.Context
 	// End is called once when that call returns, with the context Start returned, the call's
-	// outcome, how long it took (for Lock and TryLock: the wait), and its error (nil when it
+	// outcome, how long it took (for an acquire call: the wait), and its error (nil when it
 	// succeeded).
 	End(ctx context.Context, op Op, lock LockInfo, outcome Outcome, took time.Duration, err error)
 	// Event reports what happens to holds, which Start and End do not tell: a hold record of
 	// this process started or ended (during a call, or in the background), a renewal script
-	// failed, or a Lock that had waited acquired.
+	// failed, or an acquire call that had waited acquired.
 	Event(ev Event)
 }
 
@@ -76,9 +82,10 @@ func (o Op) String() string {
 type Outcome int
 
 const (
-	// OutcomeAcquired: Lock or TryLock acquired (or re-entered) the lock.
+	// OutcomeAcquired: an acquire call (Lock, RLock, Acquire, a Try form) acquired (or
+	// re-entered) the lock.
 	OutcomeAcquired Outcome = iota
-	// OutcomeTimedOut: TryLock gave up with [ErrNotObtained].
+	// OutcomeTimedOut: a Try form (TryLock, TryRLock, TryAcquire) gave up with [ErrNotObtained].
 	OutcomeTimedOut
 	// OutcomeCanceled: the caller's context ended the wait (its error is returned).
 	OutcomeCanceled
@@ -86,7 +93,8 @@ const (
 	OutcomeClosed
 	// OutcomeError: any other error (invalid arguments, Redis errors).
 	OutcomeError
-	// OutcomeReleased: Unlock released one hold; for a hold: its last hold was released.
+	// OutcomeReleased: a release call (Unlock, RUnlock, Release) released one hold; for a hold:
+	// its last hold was released.
 	OutcomeReleased
 	// OutcomeLost: Unlock found the lease gone ([ErrLockLost]); for a hold: it was lost.
 	OutcomeLost
@@ -147,9 +155,9 @@ const (
 	// Locks is the number of holds it carried, Lock the first of them, Cause the error. The
 	// watchdog retries soon; the holds are not lost unless their lease runs out.
 	EventRenewalFailed
-	// EventHandoff: a Lock or TryLock that found the lock held (or queued behind waiters)
-	// acquired it; Waited is how long the call had waited. It comes just before that call's
-	// End.
+	// EventHandoff: an acquire call (Lock, RLock, Acquire, a Try form) that found the lock held
+	// (or queued behind waiters) acquired it; Waited is how long the call had waited. It comes
+	// just before that call's End.
 	EventHandoff
 )
 

@@ -34,7 +34,7 @@ type Options struct {
 	// default 5s; at least 3ms (waiters poll every third of it). Live waiters poll well within
 	// it and never lose their place.
 	FairWaitTimeout time.Duration
-	// Logger receives background errors (renewal failures); default: discard.
+	// Logger receives background errors (renewal failures); default: none, and they are discarded.
 	Logger *slog.Logger
 	// SyncReplicas, if above 0, makes every new hold (of any kind or mode; not a re-entry)
 	// count only once that many replicas have acknowledged it (WAIT, on the connection that
@@ -46,7 +46,7 @@ type Options struct {
 	SyncReplicas int
 	// SyncTimeout is how long a new hold waits for SyncReplicas acknowledgements; default 1s.
 	SyncTimeout time.Duration
-	// Observer, if not nil, is told of every Lock, TryLock and Unlock call and of what happens
+	// Observer, if not nil, is told of every call that takes or releases a hold, and of what happens
 	// to holds (started, ended, renewal failures, handoffs), for metrics and tracing; see
 	// [Observer]. Default: none, which costs nothing.
 	Observer Observer
@@ -144,7 +144,9 @@ func (s spinWait) validate() error {
 	return nil
 }
 
-// MutexOption configures one [Mutex]; pass it to [Client.NewMutex] or [Client.NewFairMutex].
+// MutexOption configures one lock of any kind: pass it to [Client.NewMutex],
+// [Client.NewFairMutex], [Client.NewRWMutex], [Client.NewFairRWMutex] or [Client.NewSemaphore].
+// An invalid option is reported by every call on that lock (an error wrapping [ErrInvalid]).
 type MutexOption func(*mutexConfig)
 
 type mutexConfig struct {
@@ -171,7 +173,7 @@ func WithLease(d time.Duration) MutexOption {
 	}
 }
 
-// WithWait makes this mutex wait with w instead of [Options.Wait].
+// WithWait makes this lock (of any kind) wait with w instead of [Options.Wait].
 func WithWait(w WaitStrategy) MutexOption {
 	return func(c *mutexConfig) {
 		if w == nil {
@@ -187,7 +189,9 @@ func WithWait(w WaitStrategy) MutexOption {
 }
 
 // WithFencing makes every new hold (not a re-entry) take a strictly larger fencing token from
-// a per-lock counter, read with [Mutex.Token]. All mutexes of one name should agree on it.
+// a per-lock counter, read with [Mutex.Token] or [RWMutex.Token] (a read hold gets the last
+// writer's token). All locks of one name should agree on it. A [Semaphore] refuses it: its
+// calls return an error wrapping [ErrInvalid].
 func WithFencing() MutexOption {
 	return func(c *mutexConfig) { c.fencing = true }
 }

@@ -70,6 +70,9 @@ func runHelper(name string) int {
 	if name == "chaos" {
 		return runChaosChild()
 	}
+	if name == "chaos-pause" {
+		return runChaosPauseChild()
+	}
 	if name == "pauseprobe" {
 		return runPauseProbe()
 	}

@@ -142,5 +142,9 @@ var (
 	semForceScript   = leasedScript("sem_forcerelease.lua")
 )
 
+// stateScript reads the State of a lock of any kind (state.go); read-only, so it also runs on
+// a replica. It needs queue.lua's splitEntry.
+var stateScript = compose(true, "lib.lua", "queue.lua", "state.lua")
+
 // checkScript reports which holds still exist, after a restart or failover (notice.go).
 var checkScript = script("check.lua", true)

@@ -48,6 +48,10 @@ var panels = []panel{
 		"renewal", "client_cmds_per_period", unitNum1, true, false},
 	{"7. Read-heavy (90% reads, 3 processes x 16) throughput", "holds/s, reads and writes (higher is better)",
 		"readheavy", "ops_per_s", unitRate, false, false},
+	{"8. Semaphore (4 permits, 3 processes x 16) throughput", "acquisitions/s (higher is better)",
+		"semaphore", "acq_per_s", unitRate, false, false},
+	{"8. Semaphore (4 permits, 48 contenders) wait p99", "wait p99 (lower is better)",
+		"semaphore", "wait_p99_us", unitMicros, false, false},
 	{"9. Watchdog holds on one client: client heap per hold", "bytes / hold (lower is better)",
 		"holds", "heap_per_hold", unitBytes, false, false},
 }

@@ -167,9 +167,14 @@ func run() int {
 		res.Scenarios = append(res.Scenarios, s)
 		prog.Linef("[%d/%d] %s: %.1fs", i+1, len(selScen), sc.Title, time.Since(start).Seconds())
 		writeTable(os.Stdout, s)
+		if *quick {
+			if note := quickNote(s); note != "" {
+				fmt.Printf("\n%s\n", note)
+			}
+		}
 	}
 	res.Ratios = computeRatios(res)
-	writeRatios(os.Stdout, res.Ratios)
+	writeRatios(os.Stdout, res.Ratios, *quick)
 	res.Meta.Seconds = time.Since(began).Seconds()
 
 	code := 0

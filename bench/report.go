@@ -259,6 +259,37 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 	}
 }
 
+// quickNote says, for a table of a -quick run, which of its figures are rough: tails (p99),
+// shares, ratios and FIFO inversions rest on a short run (one FIFO round) with few samples,
+// often including the cold start of the worker processes, and can read several times what a
+// full run measures; the safety counts (overlaps, conflicts, over permits) are counted, not
+// sampled, and must be 0 in any run. It returns "" when the table has neither.
+func quickNote(s *ScenarioResult) string {
+	var rough, exact []string
+	for _, c := range s.Columns {
+		h := c.Header
+		switch {
+		case strings.Contains(h, "p99"), strings.Contains(h, "share"), strings.Contains(h, " vs "),
+			strings.HasPrefix(h, "vs "), c.Unit == unitRatio, strings.HasPrefix(h, "inversions"):
+			rough = append(rough, h)
+		case h == "overlaps", h == "conflicts", h == "over permits":
+			exact = append(exact, h)
+		}
+	}
+	if len(rough) == 0 && len(exact) == 0 {
+		return ""
+	}
+	var parts []string
+	if len(rough) > 0 {
+		parts = append(parts, "rough: "+strings.Join(rough, ", ")+" (tails and ratios of a few seconds, "+
+			"cold start included, can read several times what make bench measures)")
+	}
+	if len(exact) > 0 {
+		parts = append(parts, "counted, not sampled, and 0 in any run: "+strings.Join(exact, ", "))
+	}
+	return "-quick, few samples; " + strings.Join(parts, "; ") + "."
+}
+
 func escapeCell(s string) string {
 	s = strings.ReplaceAll(s, "|", "\\|")
 	return strings.ReplaceAll(s, "\n", " ")
@@ -286,9 +317,13 @@ func newRatio(target, figure string, value float64, cmp string, limit float64) R
 	return r
 }
 
-// writeRatios prints the targets table.
-func writeRatios(w io.Writer, rs []Ratio) {
+// writeRatios prints the targets table; quick says the run was a -quick one, whose ratios are
+// rough.
+func writeRatios(w io.Writer, rs []Ratio, quick bool) {
 	fmt.Fprintf(w, "\n### Targets\n\n")
+	if quick {
+		fmt.Fprintf(w, "-quick: these ratios come from short runs with few samples; only a full run (make bench) says whether a target is met.\n\n")
+	}
 	fmt.Fprintf(w, "| target | figure | value | goal | status |\n|---|---|---:|---:|---|\n")
 	for _, r := range rs {
 		fmt.Fprintf(w, "| %s | %s | %s | %s %s | %s |\n", r.Target, r.Figure,

@@ -11,19 +11,19 @@ import (
 
 // kindRuns is what the runs of one contender of scenario 7 or 8 have in common.
 type kindRuns struct {
-	e                 *env
-	spec              contenderSpec
-	scenario          string
-	job               workerJob // Contender, Goroutines, Hold, Mode and its settings
-	procs             int
-	runs              int
-	span              time.Duration
-	stats             commandStats
-	perWorker         map[[2]int]int
-	errors            int
-	firstErr          string
-	analyze           func(pr procRun) // pools the figures of one run
-	workers, acquired int
+	e         *env
+	spec      contenderSpec
+	scenario  string
+	job       workerJob // Contender, Goroutines, Hold, Mode and its settings
+	procs     int
+	runs      int
+	span      time.Duration
+	stats     commandStats
+	perWorker map[[2]int]int
+	errors    int
+	firstErr  string
+	analyze   func(pr procRun) // pools the figures of one run
+	acquired  int
 }
 
 // slice runs the workers for d on fresh keys and pools what they did.

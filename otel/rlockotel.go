@@ -11,40 +11,50 @@
 //
 // # Metrics
 //
-// All instruments are created by the meter named [ScopeName]. Attributes: rlock.lock.name
-// (the lock name; see [WithLockNames]), rlock.lock.kind ("mutex" or "fair_mutex"), and as
-// noted below rlock.outcome and rlock.hold.end.
+// All instruments are created by the meter named [ScopeName]. They observe every kind of lock
+// (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) and every acquire call: Lock, TryLock,
+// RLock, TryRLock, Acquire and TryAcquire are counted alike. Attributes: rlock.lock.name (the
+// lock name; see [WithLockNames]), rlock.lock.kind ("mutex", "fair_mutex", "rw_mutex",
+// "fair_rw_mutex" or "semaphore"), and as noted below rlock.outcome and rlock.hold.end. There is
+// no mode attribute on metrics: an RWMutex's read and write calls share its time series (the
+// spans' rlock.op tells them apart).
 //
-//   - rlock.acquire.wait_time (histogram, s): how long each Lock or TryLock call took, from
-//     the call to its return, whatever the outcome. Attributes: name, kind, rlock.outcome =
-//     acquired | timed_out (TryLock gave up) | canceled (the caller's context ended) | closed
-//     (the Client was closed) | error. Buckets from 100µs to 30s.
+//   - rlock.acquire.wait_time (histogram, s): how long each acquire call took, from the call
+//     to its return, whatever the outcome. Attributes: name, kind, rlock.outcome = acquired |
+//     timed_out (a Try form gave up) | canceled (the caller's context ended) | closed (the
+//     Client was closed) | error. Buckets from 100µs to 30s.
 //   - rlock.hold.time (histogram, s): how long each hold lasted in this process, from the
 //     acquisition that started it to its end; re-entries of a held lock by its owner are part
-//     of the same hold. Attributes: name, kind, rlock.hold.end = released (its last Unlock) |
+//     of the same hold. Attributes: name, kind, rlock.hold.end = released (its last release) |
 //     lost (lease expired or lock deleted, as far as this process learnt) | closed (Client
 //     closed while held). Buckets from 100µs to 300s.
-//   - rlock.held (up-down counter, {hold}): holds this process has now, one per owner and
-//     lock however often re-entered. Attributes: name, kind.
-//   - rlock.waiting (up-down counter, {call}): Lock and TryLock calls in progress (waiting,
-//     or making their attempt). Attributes: name, kind.
+//   - rlock.held (up-down counter, {hold}): holds this process has now, one per hold record
+//     (owner and lock; a Semaphore: each Acquire) however often re-entered. Attributes: name,
+//     kind.
+//   - rlock.waiting (up-down counter, {call}): acquire calls in progress (waiting, or making
+//     their attempt). Attributes: name, kind.
 //   - rlock.lost (counter, {hold}): holds that ended lost (rlock.hold.end=lost): the
 //     critical section may have overlapped another holder. Attributes: name, kind.
 //   - rlock.renewal.failures (counter, {renewal}): watchdog renewal scripts that failed (no
 //     reply in time, or an error); each carries up to 100 holds. The watchdog retries at
 //     once; a hold is lost only if its lease runs out first. No attributes.
-//   - rlock.handoffs (counter, {handoff}): Lock and TryLock calls that found the lock held
-//     (or queued behind other waiters) and then acquired it. Attributes: name, kind.
+//   - rlock.handoffs (counter, {handoff}): acquire calls that found the lock held (or queued
+//     behind other waiters) and then acquired it. Attributes: name, kind.
+//   - rlock.queue.length (gauge, {waiter}): only for locks given to [WatchQueues], which reads
+//     their State at each collection: the waiters that hold a place in the lock's queue in
+//     Redis, whoever waits. Attributes: name, kind.
 //
 // # Spans
 //
-// Every Lock and TryLock call gets a span "rlock.Lock", every Unlock call a span
-// "rlock.Unlock", of kind Internal, as a child of the span in the caller's context. The Redis
-// commands of the call (the acquire and release scripts) run under it, so a rueidis client
-// wrapped with rueidisotel puts its EVALSHA spans beneath. Attributes: rlock.lock.name,
-// rlock.lock.kind, rlock.outcome. The status is Error, with the error recorded, for outcomes
-// other than acquired, released, timed_out and canceled. The lock name is an attribute, not
-// part of the span name, since names often carry ids (invoice:42) and span names should not.
+// Every acquire call gets a span "rlock.Lock", every release call (Unlock, RUnlock, Release) a
+// span "rlock.Unlock", of kind Internal, as a child of the span in the caller's context. The
+// Redis commands of the call (the acquire and release scripts) run under it, so a rueidis
+// client wrapped with rueidisotel puts its EVALSHA spans beneath. Attributes: rlock.lock.name,
+// rlock.lock.kind, rlock.op (the call: "lock", "unlock", "rlock", "runlock", "acquire" or
+// "release"; a Try form is its plain call's op) and rlock.outcome. The status is Error, with
+// the error recorded, for outcomes other than acquired, released, timed_out and canceled. The
+// lock name is an attribute, not part of the span name, since names often carry ids
+// (invoice:42) and span names should not.
 package rlockotel
 
 import (
@@ -73,10 +83,10 @@ const (
 
 // Instrument names (see the package documentation).
 const (
-	WaitTimeName        = "rlock.acquire.wait_time" // histogram, s: Lock/TryLock call durations
+	WaitTimeName        = "rlock.acquire.wait_time" // histogram, s: acquire call durations (Lock, RLock, Acquire, Try forms)
 	HoldTimeName        = "rlock.hold.time"         // histogram, s: hold durations
 	HeldName            = "rlock.held"              // up-down counter: holds now
-	WaitingName         = "rlock.waiting"           // up-down counter: Lock/TryLock calls in progress
+	WaitingName         = "rlock.waiting"           // up-down counter: acquire calls in progress
 	LostName            = "rlock.lost"              // counter: holds lost
 	RenewalFailuresName = "rlock.renewal.failures"  // counter: failed renewal scripts
 	HandoffsName        = "rlock.handoffs"          // counter: acquisitions after a wait
@@ -148,7 +158,7 @@ func New(opts ...Option) rlock.Observer {
 		}
 	}
 	o.waitTime, err = meter.Float64Histogram(WaitTimeName, metric.WithUnit("s"),
-		metric.WithDescription("How long Lock and TryLock calls took, from the call to its return, by outcome."),
+		metric.WithDescription("How long acquire calls (Lock, RLock, Acquire and their Try forms) took, from the call to its return, by outcome."),
 		metric.WithExplicitBucketBoundaries(waitBuckets...))
 	handle(err)
 	o.holdTime, err = meter.Float64Histogram(HoldTimeName, metric.WithUnit("s"),
@@ -159,7 +169,7 @@ func New(opts ...Option) rlock.Observer {
 		metric.WithDescription("Holds this process has, one per owner and lock however often re-entered."))
 	handle(err)
 	o.waiting, err = meter.Int64UpDownCounter(WaitingName, metric.WithUnit("{call}"),
-		metric.WithDescription("Lock and TryLock calls in progress."))
+		metric.WithDescription("Acquire calls (Lock, RLock, Acquire and their Try forms) in progress."))
 	handle(err)
 	o.lost, err = meter.Int64Counter(LostName, metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds that ended lost: the lease expired or the lock was deleted while held."))
@@ -168,7 +178,7 @@ func New(opts ...Option) rlock.Observer {
 		metric.WithDescription("Watchdog renewal scripts (up to 100 holds each) that failed; they are retried."))
 	handle(err)
 	o.handoffs, err = meter.Int64Counter(HandoffsName, metric.WithUnit("{handoff}"),
-		metric.WithDescription("Lock and TryLock calls that found the lock held, waited, and acquired it."))
+		metric.WithDescription("Acquire calls that found the lock held, waited, and acquired it."))
 	handle(err)
 	return o
 }
@@ -205,7 +215,7 @@ func acquiring(op rlock.Op) bool {
 	return op == rlock.OpLock || op == rlock.OpRLock || op == rlock.OpAcquire
 }
 
-// Start starts the call's span as a child of ctx's, and counts a Lock call as waiting.
+// Start starts the call's span as a child of ctx's, and counts an acquire call as waiting.
 func (o *observer) Start(ctx context.Context, op rlock.Op, lock rlock.LockInfo) context.Context {
 	attrs := o.attrs(lock)
 	name := LockSpanName
@@ -219,7 +229,7 @@ func (o *observer) Start(ctx context.Context, op rlock.Op, lock rlock.LockInfo) 
 	return ctx
 }
 
-// End records a Lock call's wait, and ends the call's span with its outcome.
+// End records an acquire call's wait, and ends the call's span with its outcome.
 func (o *observer) End(ctx context.Context, op rlock.Op, lock rlock.LockInfo, outcome rlock.Outcome, took time.Duration, err error) {
 	out := OutcomeKey.String(outcome.String())
 	if acquiring(op) {

@@ -54,12 +54,14 @@ type harness struct {
 	spans  *tracetest.SpanRecorder
 	tp     *sdktrace.TracerProvider
 	obs    rlock.Observer
+	mp     *sdkmetric.MeterProvider
 }
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, addr: redisAddr(t), reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
 	h.prefix = fmt.Sprintf("rlotel%d-%d", os.Getpid(), prefixSeq.Add(1))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
+	h.mp = mp
 	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans))
 	t.Cleanup(func() {
 		_ = mp.Shutdown(bg)

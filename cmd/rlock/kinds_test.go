@@ -367,8 +367,8 @@ func TestExec_forceUnlockSemaphore(t *testing.T) {
 }
 
 // TestExec_wrongKind: exec refuses (64), without running CMD, to take a name as another kind
-// than the one that holds it in Redis: the library would let a read-write lock or a semaphore
-// in beside a mutex's holder.
+// than the one that holds it in Redis, and its advice names the kind found and the flags that
+// take that kind (not the flags given).
 func TestExec_wrongKind(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(e.dir, "ran")
@@ -377,16 +377,19 @@ func TestExec_wrongKind(t *testing.T) {
 		others [][]string
 		msg    string
 	}{
-		{nil, [][]string{{"--read"}, {"--write"}, {"--semaphore", "2"}}, "is a mutex in Redis"},
-		{[]string{"--read"}, [][]string{{}, {"--semaphore", "2"}}, "is a read-write lock in Redis"},
-		{[]string{"--semaphore", "2"}, [][]string{{}, {"--write"}}, "is a semaphore in Redis"},
+		{nil, [][]string{{"--read"}, {"--write"}, {"--semaphore", "2"}},
+			"is a mutex in Redis (key %s): take it without --read, --write or --semaphore, as everyone using it must"},
+		{[]string{"--read"}, [][]string{{}, {"--semaphore", "2"}},
+			"is a read-write lock in Redis (key %s): take it with --read or --write, as everyone using it must"},
+		{[]string{"--semaphore", "2"}, [][]string{{}, {"--write"}},
+			"is a semaphore in Redis (key %s): take it with --semaphore N, as everyone using it must"},
 	} {
 		h := e.start("exec", append(tc.holder, "kind", "--", "sh", "-c", holdScript, "sh", "0")...)
 		h.expect(t, "ready", 5*time.Second)
 		for _, o := range tc.others {
 			code, _, stderr := e.run("exec", append(o, "--wait", "0", "kind", "--", "touch", marker)...)
 			assert.Equal(t, exitUsage, code, "%q on %q: stderr: %s", o, tc.holder, stderr)
-			assert.Contains(t, stderr, `rlock: lock "kind" `+tc.msg+` (key `+e.prefix+`:{kind}): take it `, "%q on %q", o, tc.holder)
+			assert.Contains(t, stderr, `rlock: lock "kind" `+fmt.Sprintf(tc.msg, e.prefix+":{kind}")+"\n", "%q on %q", o, tc.holder)
 			assert.NoFileExists(t, marker)
 		}
 		h.signal(t, syscall.SIGTERM)

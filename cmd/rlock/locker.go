@@ -150,27 +150,39 @@ func (l semaphoreLocker) busy() string {
 	return fmt.Sprintf("has no free permit of %d (or others wait before)", l.s.Permits())
 }
 
-// checkKind refuses to take NAME as kind when its keys in Redis show a lock of another kind.
-// The library holds every lock of a name to be of one kind, but does not tell all mixes apart
-// (a read-write lock's or a semaphore's script takes a name that a mutex holds), and a mix
-// breaks exclusion: one crontab with --read and another without would run together. The
-// check is best-effort (the lock may change between it and the acquisition); errors are left
-// to the acquisition to report.
+// checkKind refuses to take NAME as kind when its keys in Redis show a lock of another kind,
+// and says how the kind it found is taken. The library refuses such a mix itself (a script
+// given another kind's hash fails with ErrInvalid and changes nothing); this check only gives
+// a message that names the kind found and its flags. It is best-effort (the lock may change
+// between it and the acquisition); errors are left to the acquisition to report.
 func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
-	st, err := readState(s.rc, f.keyPrefix(), name)
-	if err != nil || st.kind == lockNone {
+	st, err := readState(s, name)
+	found := kindNoun(st.Kind)
+	if err != nil || found == lockNone {
 		return nil
 	}
-	want, how := lockMutex, "without --read, --write or --semaphore"
+	want := lockMutex
 	switch kind {
 	case kindRead, kindWrite:
-		want, how = lockRW, "with --read or --write"
+		want = lockRW
 	case kindSemaphore:
-		want, how = lockSemaphore, "with --semaphore N"
+		want = lockSemaphore
 	}
-	if st.kind == want {
+	if found == want {
 		return nil
 	}
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
-		name, st.kind, lockKey(f.keyPrefix(), name), how)
+		name, found, lockKey(f.keyPrefix(), name), takenWith(found))
+}
+
+// takenWith names the flags of exec that take a lock of kind found (lockMutex, lockRW or
+// lockSemaphore).
+func takenWith(found string) string {
+	switch found {
+	case lockRW:
+		return "with --read or --write"
+	case lockSemaphore:
+		return "with --semaphore N"
+	}
+	return "without --read, --write or --semaphore"
 }

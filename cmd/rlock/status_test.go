@@ -95,10 +95,10 @@ func TestWrongTypeKey(t *testing.T) {
 
 	code, _, stderr := e.run("status", "wt")
 	assert.Equal(t, exitError, code)
-	assert.Contains(t, stderr, "holds a value that is not a lock of rlock")
+	assert.Contains(t, stderr, "holds a value that is not a lock of this library")
 	code, _, stderr = e.run("unlock", "--force", "wt")
 	assert.Equal(t, exitError, code)
-	assert.Contains(t, stderr, "holds a value that is not a lock of rlock")
+	assert.Contains(t, stderr, "holds a value that is not a lock of this library")
 	code, _, stderr = e.run("exec", "wt", "--", "true")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "holds a value that is not a lock of this library")

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock"
 )
 
 // runUnlock is "rlock unlock --force": it deletes the lock NAME whoever holds it (its holders
@@ -61,13 +62,13 @@ func runUnlock(args []string, env []string, stdout, stderr io.Writer) int {
 // queue (the fair kinds' ForceUnlock wakes the queue's head). It reports whether the lock
 // existed.
 func forceUnlock(s *session, f *redisFlags, name string) (bool, error) {
-	st, err := readState(s.rc, f.keyPrefix(), name)
+	st, err := readState(s, name)
 	if err != nil {
 		return false, err
 	}
 	fair := *f
-	fair.fair = f.fair || len(st.queue) > 0
-	switch st.kind {
+	fair.fair = f.fair || st.Kind == rlock.KindFairMutex || st.Kind == rlock.KindFairRWMutex
+	switch kindNoun(st.Kind) {
 	case lockRW:
 		return s.rwMutex(&fair, name).ForceUnlock(context.Background())
 	case lockSemaphore:
