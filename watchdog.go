@@ -49,9 +49,14 @@ func (c *Client) watchdog() {
 		}
 		start := time.Now()
 		if checkAll {
-			// Each try gives up soon (250ms doubling, at most 2s), so that a call that rueidis
-			// retries while the node is away does not hold back the next try once it is back.
-			giveUp := min(250*time.Millisecond<<min(checks, 4), 2*time.Second)
+			// Each try gives up soon, so that a call that rueidis retries while the node is away
+			// (connection refused, CLUSTERDOWN) does not hold back the next try once it is
+			// back: 250ms for the first 20 tries (a failover takes seconds), then doubling to
+			// 2s, for a server too slow to answer within that.
+			giveUp := 250 * time.Millisecond
+			if checks >= 20 {
+				giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
+			}
 			ok := c.renewHoldsWithin(false, giveUp)
 			ctx, cancel := giveUpAfter(c.ctx, giveUp)
 			ok = c.checkFixed(ctx) && ok
