@@ -38,6 +38,15 @@ type hold struct {
 	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
 	// back in Redis. Guarded by Client.mu.
 	unacked bool
+	// endNano is expires as UnixNano, for hold contexts to compare with the clock without
+	// Client.mu (see clocked).
+	endNano atomic.Int64
+}
+
+// setExpires moves the local end of h's lease to t. Called with Client.mu held.
+func (h *hold) setExpires(t time.Time) {
+	h.expires = t
+	h.endNano.Store(t.UnixNano())
 }
 
 // sub is a hold context with a cancellable parent.
@@ -97,6 +106,7 @@ type holdCtxKey struct {
 type holdCtx struct {
 	h     *hold
 	token int64
+	trip  context.CancelCauseFunc // ends this context and those nested in it (see clocked)
 
 	pending bool  // an Unlock given this context has a request of unknown outcome on its lane
 	settled bool  // that request was settled: outcome is what a retried Unlock returns
@@ -162,8 +172,10 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 	}
 	hk := holdKey{lk.keys.lock, owner}
 	h := c.holds[hk]
-	if h != nil && a.count == 1 && h.count[acc] > 0 {
-		// Redis started a fresh hold, so the holds recorded here had already ended.
+	if h != nil && (a.count == 1 && h.count[acc] > 0 || h.ctx.Err() != nil) {
+		// Redis started a fresh hold, so the holds recorded here had already ended; or a hold
+		// context of h found the clock past h's end and ended them all (see clocked) before
+		// the reaper came round to it: this hold starts a new record.
 		if h.releasing > 0 {
 			c.finish(h, context.Canceled)
 		} else {
@@ -176,6 +188,9 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		c.holds[hk] = h
 		c.holdStarted(h)
+		if len(c.holds) == 1 {
+			c.kickWatch()
+		}
 	}
 	h.count[acc]++
 	h.watchdog = h.watchdog || lk.lease == 0
@@ -189,7 +204,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		c.renewSoon(end)
 	}
 	if end.After(h.expires) || lk.lease > 0 {
-		h.expires = end
+		h.setExpires(end)
 		if c.reapAt.IsZero() || end.Before(c.reapAt) {
 			c.kickReaper()
 		}
@@ -208,26 +223,32 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 	key := holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
+	var trip context.CancelCauseFunc
 	switch {
 	case prev != nil && prev.h == h:
 		// Nested in a live hold context of h, whose cancellation reaches this one.
+		trip = prev.trip
 	case parent.Done() == nil:
 		ctx = joined{Context: parent, hold: h.ctx}
+		trip = h.cancel
 	default:
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(parent)
 		h.addSub(sub{ctx, cancel})
+		trip = cancel
 	}
 	if owner, ok := Owner(ctx); !lk.ownerless && (!ok || owner != h.owner) {
 		ctx = WithOwner(ctx, h.owner)
 	}
-	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: token})
+	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: token, trip: trip})
+	var cause error = ErrLockLost
 	if lk.lease > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, end, &leaseEnd{h: h, deadline: end})
+		cause = &leaseEnd{h: h, deadline: end}
+		ctx, stop = context.WithDeadlineCause(ctx, end, cause)
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}
-	return ctx
+	return clock(ctx, h, trip, lk.lease > 0, end, cause)
 }
 
 // finish removes h and cancels its contexts with cause. Called with c.mu held; the caller
@@ -243,6 +264,9 @@ func (c *Client) retire(h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if c.holds[hk] == h {
 		delete(c.holds, hk)
+		if len(c.holds) == 0 {
+			c.kickWatch()
+		}
 	}
 	c.holdEnded(h, cause)
 }

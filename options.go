@@ -50,6 +50,17 @@ type Options struct {
 	// to holds (started, ended, renewal failures, handoffs), for metrics and tracing; see
 	// [Observer]. Default: none, which costs nothing.
 	Observer Observer
+	// RestartGrace, if above 0, is the Redis documentation's "delayed restart", done by the
+	// library: a server (a cluster node) that has been up for less than RestartGrace grants no
+	// new hold of any kind (uptime as INFO reports it, in whole seconds: the grace may last up
+	// to a second longer, never shorter). Lock, RLock and Acquire wait until the grace has passed or their context ends;
+	// TryLock(ctx, 0) and the other Try forms return [ErrNotObtained]. Re-entries, releases and
+	// renewals of holds the server still has are not held back. Set it to at least the longest
+	// lease any client uses (WatchdogTimeout, WithLease): then a restart that lost every key
+	// (no persistence, or the last second of an everysec AOF) cannot make two holders. It does
+	// not cover a failover to a lagging replica, which did not restart: that is what
+	// SyncReplicas is for. Whole milliseconds; default 0: off, at no cost.
+	RestartGrace time.Duration
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -61,6 +72,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalidf("negative FairWaitTimeout %v", o.FairWaitTimeout)
 	case o.SyncReplicas < 0:
 		return o, invalidf("negative SyncReplicas %d", o.SyncReplicas)
+	case o.RestartGrace < 0:
+		return o, invalidf("negative RestartGrace %v", o.RestartGrace)
+	case o.RestartGrace > 0 && o.RestartGrace < time.Millisecond:
+		return o, invalidf("RestartGrace %v is below 1ms", o.RestartGrace)
 	case o.SyncTimeout < 0:
 		return o, invalidf("negative SyncTimeout %v", o.SyncTimeout)
 	case o.SyncTimeout > 0 && o.SyncTimeout < time.Millisecond:

@@ -73,6 +73,9 @@ func runHelper(name string) int {
 	if name == "chaos-pause" {
 		return runChaosPauseChild()
 	}
+	if name == "pauseprobe" {
+		return runPauseProbe()
+	}
 	if strings.HasPrefix(name, "kinds-") {
 		return runKindsHelper(name)
 	}

@@ -15,8 +15,9 @@ import (
 const callTimeout = 10 * time.Second
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
-// watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
-// that has local waiters. It is safe for concurrent use. Create it with [New] and release it
+// watchdog, the reaper that ends holds whose lease ran out, one subscription per lock name
+// that has local waiters, and, while it has holds, a watcher per node that has them checked at
+// once when the node restarts or fails over (see notice.go). It is safe for concurrent use. Create it with [New] and release it
 // with [Client.Close].
 type Client struct {
 	rc         rueidis.Client
@@ -28,7 +29,11 @@ type Client struct {
 	lease      time.Duration // the same, as a duration
 	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
 	id         string        // random, prefixes this client's request ids (idLen bytes)
-	seq        atomic.Uint64 // request id counter
+	// graceLine, with Options.RestartGrace, is lib.lua's GRACE line for it (see graced);
+	// gracedScripts caches those variants by the SHA-1 of the original.
+	graceLine     string
+	gracedScripts sync.Map
+	seq           atomic.Uint64 // request id counter
 
 	ctx       context.Context // done once Close starts
 	cancel    context.CancelFunc
@@ -37,6 +42,8 @@ type Client struct {
 	closeDone chan struct{} // closed when the first Close has finished
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
 	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
+	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
+	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
 	mu       sync.Mutex
 	holds    map[holdKey]*hold        // this process's holds, by lock key and owner
@@ -79,6 +86,8 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		closeDone: make(chan struct{}),
 		reap:      make(chan struct{}, 1),
 		soon:      make(chan struct{}, 1),
+		recheck:   make(chan struct{}, 1),
+		watchKick: make(chan struct{}, 1),
 		holds:     make(map[holdKey]*hold),
 		lanes:     make(map[holdKey]*lane),
 		subs:      make(map[string]*subscription),
@@ -87,19 +96,23 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		arrivals:  make(map[holdKey]int),
 	}
 	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
+	if opts.RestartGrace > 0 {
+		c.graceLine = "local GRACE = " + strconv.FormatInt(opts.RestartGrace.Milliseconds(), 10) + "\n"
+	}
 	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.watchdog()
 	go c.reaper()
+	go c.watchServers()
 	return c, nil
 }
 
-// Close stops the watchdog, the reaper and every subscription and returns once all goroutines
-// of c have exited. Waiting Lock and TryLock calls return [ErrClosed]; hold contexts are
-// cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for each). Locks still
-// held are not released: without renewal they expire within their lease. Close is
-// idempotent, safe to call concurrently (every call returns once the first has finished),
-// and always returns nil.
+// Close stops the watchdog, the reaper, the node watchers and every subscription and returns
+// once all goroutines of c have exited. Waiting Lock and TryLock calls return [ErrClosed];
+// hold contexts are cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for
+// each). Locks still held are not released: without renewal they expire within their lease.
+// Close is idempotent, safe to call concurrently (every call returns once the first has
+// finished), and always returns nil.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		<-c.closeDone

@@ -27,14 +27,32 @@ type luaScript struct{ classic, sharded luaVariant }
 type luaVariant struct {
 	*rueidis.Lua
 	src, sha string
+	readOnly bool
 }
 
-// on returns the variant for c's deployment.
+// on returns the variant for c's deployment (and c's Options.RestartGrace, if set).
 func (s luaScript) on(c *Client) luaVariant {
+	v := s.classic
 	if c.sharded {
-		return s.sharded
+		v = s.sharded
 	}
-	return s.classic
+	if c.graceLine != "" {
+		return c.graced(v)
+	}
+	return v
+}
+
+// graceLine0 is how lib.lua's GRACE line reads; a client with Options.RestartGrace runs every
+// script with it replaced by its graceLine.
+const graceLine0 = "local GRACE = 0\n"
+
+// graced returns v with c's RestartGrace, made once per client.
+func (c *Client) graced(v luaVariant) luaVariant {
+	if g, ok := c.gracedScripts.Load(v.sha); ok {
+		return g.(luaVariant)
+	}
+	g, _ := c.gracedScripts.LoadOrStore(v.sha, variant(strings.Replace(v.src, graceLine0, c.graceLine, 1), v.readOnly))
+	return g.(luaVariant)
 }
 
 // How lib.lua's PUBLISH line reads, and how it reads in the sharded variant.
@@ -67,8 +85,8 @@ func compose(readOnly bool, files ...string) luaScript {
 	for i, f := range files {
 		parts[i] = luaSource(f)
 	}
-	if !strings.Contains(parts[0], classicPublish) {
-		panic("rlock: lib.lua does not define PUBLISH")
+	if !strings.Contains(parts[0], classicPublish) || !strings.Contains(parts[0], graceLine0) {
+		panic("rlock: lib.lua does not define PUBLISH and GRACE")
 	}
 	src := strings.Join(parts, "\n")
 	sources[files[len(files)-1]] = src
@@ -81,7 +99,7 @@ func variant(src string, readOnly bool) luaVariant {
 		mk = rueidis.NewLuaScriptReadOnly
 	}
 	sum := sha1.Sum([]byte(src))
-	return luaVariant{Lua: mk(src), src: src, sha: hex.EncodeToString(sum[:])}
+	return luaVariant{Lua: mk(src), src: src, sha: hex.EncodeToString(sum[:]), readOnly: readOnly}
 }
 
 func luaSource(file string) string {
@@ -127,3 +145,6 @@ var (
 // stateScript reads the State of a lock of any kind (state.go); read-only, so it also runs on
 // a replica. It needs queue.lua's splitEntry.
 var stateScript = compose(true, "lib.lua", "queue.lua", "state.lua")
+
+// checkScript reports which holds still exist, after a restart or failover (notice.go).
+var checkScript = script("check.lua", true)

@@ -25,11 +25,19 @@ func (c *Client) watchdog() {
 	soon.Stop()
 	defer soon.Stop()
 	retry := newBackoff()
+	recheck := time.NewTimer(time.Hour) // retries a check after a lost connection (see notice.go)
+	recheck.Stop()
+	defer recheck.Stop()
+	checks := 0 // checks in a row that did not get through
 	for {
-		claimedOnly := false
+		claimedOnly, checkAll := false, false
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.recheck:
+			checkAll = true
+		case <-recheck.C:
+			checkAll = true
 		case <-c.soon:
 			c.mu.Lock()
 			at := c.soonAt
@@ -41,6 +49,27 @@ func (c *Client) watchdog() {
 		case <-t.C:
 		}
 		start := time.Now()
+		if checkAll {
+			// Each try gives up soon, so that a call that rueidis retries while the node is away
+			// (connection refused, CLUSTERDOWN) does not hold back the next try once it is
+			// back: 250ms for the first 20 tries (a failover takes seconds), then doubling to
+			// 2s, for a server too slow to answer within that.
+			giveUp := 250 * time.Millisecond
+			if checks >= 20 {
+				giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
+			}
+			ok := c.renewHoldsWithin(false, giveUp)
+			ctx, cancel := giveUpAfter(c.ctx, giveUp)
+			ok = c.checkFixed(ctx) && ok
+			cancel()
+			checks++
+			if ok {
+				checks = 0
+			} else {
+				recheck.Reset(recheckInterval)
+			}
+			continue
+		}
 		if claimedOnly {
 			c.mu.Lock()
 			c.soonAt = time.Time{}
@@ -176,7 +205,11 @@ func (c *Client) kickReaper() {
 // holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
 // owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
 // retries soon.
-func (c *Client) renewHolds(claimedOnly bool) bool {
+func (c *Client) renewHolds(claimedOnly bool) bool { return c.renewHoldsWithin(claimedOnly, 0) }
+
+// renewHoldsWithin is renewHolds that gives up on the renewal after giveUp (0: as renewHolds
+// does).
+func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 	type group struct {
 		script luaScript
 		slot   uint16
@@ -214,6 +247,9 @@ func (c *Client) renewHolds(claimedOnly bool) bool {
 	}
 	if len(chunks) == 0 {
 		return true
+	}
+	if giveUp > 0 {
+		wait = giveUp
 	}
 	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
 	defer cancel()
@@ -374,7 +410,8 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 		}
 		switch {
 		case renewed[i] == 1:
-			h.expires, h.claimed, h.unacked = end, false, false
+			h.setExpires(end)
+			h.claimed, h.unacked = false, false
 		case h.releasing > 0:
 			// An Unlock in flight released it.
 		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":

@@ -19,6 +19,10 @@ if redis.call('exists', KEYS[1]) == 0 then
   if mode ~= 'take' then
     return {0, -2}
   end
+  local grace = graceLeft()
+  if grace > 0 then
+    return {0, grace} -- a restarted server: look again when its grace has passed
+  end
   local t = fence(KEYS[2], true)
   redis.call('hset', KEYS[1], owner, 1)
   record(KEYS[1], owner, req, 1)

@@ -89,6 +89,9 @@ end
 if counter and badCounter(redis.call('get', counter)) then
   return redis.error_reply('ERR fencing counter is not an integer or out of range')
 end
+if pttl == -2 and graceLeft() > 0 then
+  pttl = graceLeft() -- a restarted server: as if held until its grace has passed
+end
 local head = redis.call('lindex', KEYS[2], 0)
 if pttl == -2 and not head then
   return take(false) -- free, and nobody waits

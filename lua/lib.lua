@@ -7,6 +7,22 @@
 -- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).
 local PUBLISH = 'publish'
 
+-- GRACE is Options.RestartGrace in milliseconds: a server up for less than that grants no new
+-- hold. A client with a grace runs the scripts with this line changed (see Client.graceLine).
+local GRACE = 0
+
+-- graceLeft returns how many milliseconds this server must still be up before it may grant a
+-- new hold (0: none). INFO's uptime is the difference of two whole-second clock readings (the
+-- start and now), up to a second more than the time really passed: the grace counts from a
+-- second later, so it never ends early, and a caller that waits this long finds it over.
+local function graceLeft()
+  if GRACE == 0 then
+    return 0
+  end
+  local up = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)'))
+  return math.max(GRACE + 1000 - up * 1000, 0)
+end
+
 -- now returns the server's clock in milliseconds: every deadline and lease end is in it.
 local function now()
   local t = redis.call('time')

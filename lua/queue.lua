@@ -65,6 +65,9 @@ local function splitEntry(e)
   if not addr then
     return e, nil, 0, ''
   end
+  if graceLeft() > 0 then
+    claim = 0 -- a restarted server grants nothing: the waiter is woken to try itself
+  end
   return addr, req, tonumber(claim), extra
 end
 

@@ -96,13 +96,22 @@ end
 
 local writer = redis.call('hget', H, '\1w')
 local holders = redis.call('zcard', L)
+local grace = graceLeft()
+if grace > 0 then
+  -- a restarted server: as if a writer held the lock until its grace has passed
+  writer = writer or ''
+  holders = holders + 1
+end
 
 -- bound is how long a waiter may sleep: until the latest lease ends (an expiry publishes
--- nothing), or FairWaitTimeout when only waiters are ahead.
+-- nothing), or FairWaitTimeout when only waiters are ahead; not before the grace has passed.
 local function bound()
   local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
   if last[2] then
-    return math.max(tonumber(last[2]) - t, 1)
+    return math.max(tonumber(last[2]) - t, grace, 1)
+  end
+  if grace > 0 then
+    return grace
   end
   return wait
 end

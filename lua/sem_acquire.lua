@@ -56,7 +56,8 @@ if ends or mode == 'resolve' then
   return {0, -2, 0}
 end
 
-if (not head or head == entry) and used + n <= permits then
+local grace = graceLeft() -- a restarted server grants nothing new until its grace has passed
+if (not head or head == entry) and used + n <= permits and grace == 0 then
   used = used + n
   redis.call('hset', H, id, n)
   redis.call('zadd', L, t + lease, id)
@@ -78,6 +79,9 @@ local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')
 local pttl = -2
 if first[2] then
   pttl = math.max(tonumber(first[2]) - t, 1)
+end
+if grace > 0 then
+  pttl = math.max(pttl, grace)
 end
 if head == entry then
   return {0, pttl, 1, joined}

@@ -1,0 +1,218 @@
+package rlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Restarts and failovers. A server that restarts without its data, or a failover to a replica
+// that lacked a hold, forgets holds this process still believes in. The renewals would find
+// out, but only a third of a lease later; meanwhile another client may take the lock. So while
+// this client has holds, a watcher per node keeps an idle dedicated connection to it, which
+// costs Redis nothing while all is well: a restarted or killed server, or a demoted master
+// whose clients Sentinel kills, closes it. The watcher then has every hold checked at once
+// (watchdog holds are renewed, fixed-lease holds checked), again and again every
+// recheckInterval until a check gets through, which is as soon as the new process (or the new
+// primary) answers. A hold it no longer has ends with ErrLockLost; one an in-sync replica kept
+// goes on.
+
+// recheckInterval is how often a check after a lost connection is tried until it gets through.
+const recheckInterval = 100 * time.Millisecond
+
+// watchLinger is how long the watchers stay after the last hold ended, so that a client
+// locking and unlocking in turn does not open and close connections each time.
+func (c *Client) watchLinger() time.Duration { return max(c.lease, time.Second) }
+
+// kickWatch makes the node watcher manager look at the holds and the nodes again.
+func (c *Client) kickWatch() {
+	select {
+	case c.watchKick <- struct{}{}:
+	default:
+	}
+}
+
+// checkNow makes the watchdog check every hold at once, and again every recheckInterval until a
+// check gets through.
+func (c *Client) checkNow() {
+	select {
+	case c.recheck <- struct{}{}:
+	default:
+	}
+}
+
+// watchServers is the Client's goroutine that runs a watcher (watchNode) per node of the
+// deployment while this client has holds, and for watchLinger after the last one ended.
+func (c *Client) watchServers() {
+	defer c.wg.Done()
+	type watcher struct {
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	watchers := make(map[string]watcher)
+	stop := func(addr string) {
+		w := watchers[addr]
+		w.stop()
+		<-w.done
+		delete(watchers, addr)
+	}
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var idleSince time.Time
+	for {
+		select {
+		case <-c.ctx.Done():
+			for addr := range watchers {
+				stop(addr)
+			}
+			return
+		case <-c.watchKick:
+		case <-t.C:
+		}
+		c.mu.Lock()
+		n := len(c.holds)
+		c.mu.Unlock()
+		next := time.Hour
+		switch {
+		case n > 0:
+			idleSince = time.Time{}
+			nodes := c.rc.Nodes()
+			for addr := range watchers {
+				if _, ok := nodes[addr]; !ok {
+					stop(addr)
+				}
+			}
+			for addr, node := range nodes {
+				if _, ok := watchers[addr]; !ok {
+					ctx, cancel := context.WithCancel(c.ctx)
+					w := watcher{cancel, make(chan struct{})}
+					watchers[addr] = w
+					go func() {
+						defer close(w.done)
+						c.watchNode(ctx, node)
+					}()
+				}
+			}
+			// The nodes change with failovers and resharding: look again now and then.
+			next = time.Second
+		case len(watchers) == 0:
+		case idleSince.IsZero():
+			idleSince = time.Now()
+			next = c.watchLinger()
+		case time.Since(idleSince) >= c.watchLinger():
+			for addr := range watchers {
+				stop(addr)
+			}
+		default:
+			next = c.watchLinger() - time.Since(idleSince)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// watchNode keeps a dedicated connection to node until ctx ends. Each time an established
+// connection closes it has the holds checked (checkNow) and makes the manager look at the nodes
+// again; it connects again (10ms doubling to 1s between tries) and, once the node answers, has
+// the holds checked once more, in case the node restarted between its connections.
+func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
+	b := newBackoff()
+	lost := false // a connection of this watcher closed
+	for ctx.Err() == nil {
+		d, release := node.Dedicate()
+		var once sync.Once
+		closed := d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(rueidis.PubSubMessage) {}})
+		if err := d.Do(ctx, d.B().Ping().Build()).Error(); err != nil {
+			once.Do(release)
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(b.next(), time.Second)):
+			}
+			continue
+		}
+		if lost {
+			c.checkNow()
+		}
+		b = newBackoff()
+		select {
+		case <-ctx.Done():
+		case <-closed:
+			if ctx.Err() == nil {
+				lost = true
+				c.checkNow()
+				c.kickWatch()
+			}
+		}
+		once.Do(release)
+	}
+}
+
+// checkFixed checks every fixed-lease hold (the watchdog's renewal checks the others) and ends
+// those whose owner Redis no longer has; it reports whether every check got through.
+func (c *Client) checkFixed(ctx context.Context) bool {
+	type group struct {
+		kind string
+		slot uint16
+	}
+	groups := make(map[group][]*hold)
+	c.mu.Lock()
+	for _, h := range c.holds {
+		if h.watchdog || h.lost {
+			continue
+		}
+		script, _ := h.lk.kind.renewal()
+		k := "mutex"
+		switch script.classic.sha {
+		case rwRenewScript.classic.sha:
+			k = "rw"
+		case semRenewScript.classic.sha:
+			k = "sem"
+		}
+		g := group{k, c.slotOf(h.key)}
+		groups[g] = append(groups[g], h)
+	}
+	c.mu.Unlock()
+	ok := true
+	for g, holds := range groups {
+		for len(holds) > 0 {
+			n := min(len(holds), renewBatch)
+			chunk := holds[:n]
+			holds = holds[n:]
+			keys := make([]string, 0, 2*n)
+			args := make([]string, 1, n+1)
+			args[0] = g.kind
+			for _, h := range chunk {
+				_, hk := h.lk.kind.renewal()
+				keys = append(keys, hk...)
+				args = append(args, h.owner)
+			}
+			there, err := checkScript.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
+			if err == nil && len(there) != len(chunk) {
+				err = errBadReply
+			}
+			if err != nil {
+				ok = false
+				continue
+			}
+			c.mu.Lock()
+			for i, h := range chunk {
+				hk := holdKey{h.key, h.owner}
+				if there[i] == 0 && !h.lost && h.releasing == 0 && c.holds[hk] == h &&
+					(c.lanes[hk] == nil || c.lanes[hk].unlock.request == "") {
+					c.opts.Logger.Warn("rlock: lock lost: the server no longer has it (restart or failover)",
+						"lock", h.lk.name, "owner", h.owner)
+					c.lose(h)
+				}
+			}
+			c.unlock()
+		}
+	}
+	return ok
+}

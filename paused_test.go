@@ -1,0 +1,178 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pausedHoldKinds are the holds TestHold_pausedHolderSeesEndAtOnce takes, one per kind and mode.
+var pausedHoldKinds = []string{"mutex", "fair", "rw-read", "rw-write", "fairrw-read", "fairrw-write", "semaphore"}
+
+// pausedHold takes a hold of kind (one of pausedHoldKinds) called name, with opts.
+func pausedHold(c *rlock.Client, kind, name string, opts ...rlock.MutexOption) (context.Context, error) {
+	switch kind {
+	case "mutex":
+		return c.NewMutex(name, opts...).Lock(bg)
+	case "fair":
+		return c.NewFairMutex(name, opts...).Lock(bg)
+	case "rw-read":
+		return c.NewRWMutex(name, opts...).RLock(bg)
+	case "rw-write":
+		return c.NewRWMutex(name, opts...).Lock(bg)
+	case "fairrw-read":
+		return c.NewFairRWMutex(name, opts...).RLock(bg)
+	case "fairrw-write":
+		return c.NewFairRWMutex(name, opts...).Lock(bg)
+	case "semaphore":
+		return c.NewSemaphore(name, 1, opts...).Acquire(bg, 1)
+	}
+	return nil, fmt.Errorf("no kind %q", kind)
+}
+
+// runPauseProbe is main() of the "pauseprobe" helper: it takes a hold of every kind in
+// pausedHoldKinds (called LOCK-<kind>; with LEASE, a fixed lease, if set; else the watchdog of
+// WATCHDOG), prints "locked", and checks the hold contexts in a loop that uses no timer (the
+// first code to run when the process resumes is this loop, not the library's timers). When the
+// clock jumped by more than a second between two checks (the parent stopped the process), it
+// prints, per kind, the first Err after the jump, whether the cause is ErrLockLost and whether
+// Done was closed.
+func runPauseProbe() int {
+	rc, c, err := helperClients()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer rc.Close()
+	defer c.Close()
+	var opts []rlock.MutexOption
+	if d, err := time.ParseDuration(os.Getenv("LEASE")); err == nil {
+		opts = append(opts, rlock.WithLease(d))
+	}
+	holds := make([]context.Context, len(pausedHoldKinds))
+	for i, kind := range pausedHoldKinds {
+		if holds[i], err = pausedHold(c, kind, os.Getenv("LOCK")+"-"+kind, opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "pauseprobe:", err)
+			return 1
+		}
+	}
+	fmt.Println("locked")
+	// Per hold: when its last check ended, and its report once the clock jumped (a stop)
+	// between two of its checks; a check that itself spans the jump is ambiguous.
+	last := make([]time.Time, len(holds))
+	reports := make([]string, len(holds))
+	now := time.Now()
+	for i := range last {
+		last[i] = now
+	}
+	left := len(holds)
+	for give := now.Add(20 * time.Second); left > 0 && time.Now().Before(give); {
+		// Most of the loop's time is this spin, without timers or system calls: a stop most
+		// likely lands here, and the first thing after it is a check.
+		spin(20000)
+		for i, h := range holds {
+			if reports[i] != "" {
+				continue
+			}
+			before := time.Now()
+			err := h.Err()
+			after := time.Now()
+			switch {
+			case after.Sub(before) > time.Second:
+				reports[i] = "ambiguous"
+				left--
+			case before.Sub(last[i]) > time.Second:
+				done := false
+				select {
+				case <-h.Done():
+					done = true
+				default:
+				}
+				reports[i] = fmt.Sprintf("%s: first %v; cause is ErrLockLost: %v; done: %v", pausedHoldKinds[i], err,
+					errors.Is(context.Cause(h), rlock.ErrLockLost), done)
+				left--
+			}
+			last[i] = after
+		}
+		runtime.Gosched()
+	}
+	for i, r := range reports {
+		if r == "" {
+			r = pausedHoldKinds[i] + ": no pause seen"
+		}
+		fmt.Println(r)
+	}
+	return 0
+}
+
+// spinSink keeps spin's work from being optimised away.
+var spinSink uint64
+
+// spin busy-loops for n steps (about a microsecond per thousand).
+func spin(n int) {
+	x := spinSink
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	spinSink = x
+}
+
+// TestHold_pausedHolderSeesEndAtOnce stops a holder process (SIGSTOP) for 3s, longer than its
+// leases (a 2s watchdog lease, or WithLease(500ms)), and resumes it: the first Err of each hold
+// context after it resumes, called before any timer of the process could run, must be non-nil,
+// with the cause the contract gives (ErrLockLost; Err of a fixed lease: DeadlineExceeded), and
+// Done must be closed. Every kind and mode.
+func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
+	for _, lease := range []string{"watchdog", "fixed"} {
+		t.Run(lease, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			env := []string{"PREFIX=" + e.prefix, "LOCK=p"}
+			want := context.Canceled
+			if lease == "fixed" {
+				env = append(env, "LEASE=500ms")
+				want = context.DeadlineExceeded
+			} else {
+				env = append(env, "WATCHDOG=2s")
+			}
+			// One P: the library's timers run only when the probe yields, never alongside it.
+			env = append(env, "GOMAXPROCS=1")
+			for try := 0; ; try++ {
+				c := startChild(t, "pauseprobe", env...)
+				c.expect(t, "locked")
+				time.Sleep(100 * time.Millisecond)
+				require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+				time.Sleep(3 * time.Second)
+				require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+				ambiguous := false
+				for _, kind := range pausedHoldKinds {
+					require.True(t, c.out.Scan(), "the child ended without a report")
+					line := c.out.Text()
+					if line == "ambiguous" {
+						ambiguous = true // stopped during this very check
+						continue
+					}
+					assert.Equal(t, fmt.Sprintf("%s: first %v; cause is ErrLockLost: true; done: true", kind, want), line,
+						"the first Err after the pause")
+				}
+				if ambiguous && try < 5 {
+					t.Logf("try %d: the process was stopped during a check; again", try)
+					c.wait(t)
+					continue
+				}
+				require.False(t, ambiguous, "stopped during a check 6 times")
+				c.wait(t)
+				break
+			}
+		})
+	}
+}

@@ -1,0 +1,245 @@
+package rlock_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nameOn returns a lock name starting with base whose key e's deployment keeps on master m (on
+// a cluster, the first of base-0, base-1, ... in one of m's slots; elsewhere base itself).
+func nameOn(e *env, m node, base string) string {
+	if e.dep.Topology != "cluster" {
+		return base
+	}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d", base, i)
+		if e.master(name).addr == m.addr {
+			return name
+		}
+	}
+}
+
+// answering waits until n serves the slot of key again (EXISTS key gets a reply) and returns
+// that moment, polling every 5ms for up to 30s.
+func answering(t *testing.T, n node, key string) time.Time {
+	t.Helper()
+	give := time.Now().Add(30 * time.Second)
+	for time.Now().Before(give) {
+		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+		err := n.rc.Do(ctx, n.rc.B().Exists().Key(key).Build()).Error()
+		cancel()
+		if err == nil {
+			return time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s did not serve %s again within 30s", n.addr, key)
+	return time.Time{}
+}
+
+// TestRestart_noticeAtOnce holds every kind and mode, with the watchdog (30s lease, renewed
+// every 10s) and with a fixed 30s lease, on a server that is killed (SIGKILL) and started again
+// without its data: every hold context must end with ErrLockLost within 1s of the server
+// answering again (not at the next renewal, or the lease end). On a cluster or Sentinel the
+// server is the holds' master, started again before a failover.
+func TestRestart_noticeAtOnce(t *testing.T) {
+	e, kill, start := crashable(t, "notice")
+	m := e.master("notice")
+	var logs syncBuffer
+	c := e.client(rlock.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	type held struct {
+		what string
+		ctx  context.Context
+	}
+	var holds []held
+	for _, lease := range []string{"watchdog", "fixed"} {
+		var opts []rlock.MutexOption
+		if lease == "fixed" {
+			opts = append(opts, rlock.WithLease(30*time.Second))
+		}
+		for _, kind := range pausedHoldKinds {
+			h, err := pausedHold(c, kind, nameOn(e, m, "notice-"+lease+"-"+kind), opts...)
+			require.NoError(t, err, "%s %s", lease, kind)
+			holds = append(holds, held{lease + "/" + kind, h})
+		}
+	}
+	ended := make([]time.Time, len(holds))
+	var wg sync.WaitGroup
+	for i, h := range holds {
+		wg.Go(func() {
+			select {
+			case <-h.ctx.Done():
+				ended[i] = time.Now()
+			case <-time.After(40 * time.Second):
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // let the watchers connect
+	kill()
+	start()
+	back := answering(t, m, e.lockKey(nameOn(e, m, "notice-watchdog-mutex")))
+	wg.Wait()
+	for i, h := range holds {
+		require.False(t, ended[i].IsZero(), "%s: the hold context did not end", h.what)
+		assert.ErrorIs(t, context.Cause(h.ctx), rlock.ErrLockLost, h.what)
+		took := ended[i].Sub(back)
+		t.Logf("%s: ended %v after the server answered again", h.what, took.Round(time.Millisecond))
+		assert.LessOrEqual(t, took, time.Second, "%s: the hold context ended %v after the server answered again", h.what, took)
+	}
+	t.Logf("server answered at %s; log:\n%s", back.Format("15:04:05.000"), logs.String())
+	e.dep.waitSteady(t, 20*time.Second)
+}
+
+// tryHold is TryLock (TryRLock, TryAcquire) of kind (one of pausedHoldKinds) called name.
+func tryHold(ctx context.Context, c *rlock.Client, kind, name string, wait time.Duration) (context.Context, error) {
+	switch kind {
+	case "mutex":
+		return c.NewMutex(name).TryLock(ctx, wait)
+	case "fair":
+		return c.NewFairMutex(name).TryLock(ctx, wait)
+	case "rw-read":
+		return c.NewRWMutex(name).TryRLock(ctx, wait)
+	case "rw-write":
+		return c.NewRWMutex(name).TryLock(ctx, wait)
+	case "fairrw-read":
+		return c.NewFairRWMutex(name).TryRLock(ctx, wait)
+	case "fairrw-write":
+		return c.NewFairRWMutex(name).TryLock(ctx, wait)
+	case "semaphore":
+		return c.NewSemaphore(name, 1).TryAcquire(ctx, 1, wait)
+	}
+	return nil, fmt.Errorf("no kind %q", kind)
+}
+
+// release gives back a hold of kind that tryHold or pausedHold took.
+func release(c *rlock.Client, kind, name string, h context.Context) error {
+	switch kind {
+	case "mutex":
+		return c.NewMutex(name).Unlock(h)
+	case "fair":
+		return c.NewFairMutex(name).Unlock(h)
+	case "rw-read":
+		return c.NewRWMutex(name).RUnlock(h)
+	case "rw-write":
+		return c.NewRWMutex(name).Unlock(h)
+	case "fairrw-read":
+		return c.NewFairRWMutex(name).RUnlock(h)
+	case "fairrw-write":
+		return c.NewFairRWMutex(name).Unlock(h)
+	case "semaphore":
+		return c.NewSemaphore(name, 1).Release(h)
+	}
+	return fmt.Errorf("no kind %q", kind)
+}
+
+// TestRestart_grace restarts the server without its data and checks Options.RestartGrace: within
+// the grace no new hold of any kind is granted (a Try with wait 0 returns ErrNotObtained), a
+// re-entry of a hold the server has is not held back, and waiting Locks (pub/sub and spin) get
+// the lock once the grace has passed, without polling the server hot meanwhile.
+func TestRestart_grace(t *testing.T) {
+	e, kill, start := crashable(t, "grace")
+	m := e.master("grace")
+	const grace = 3 * time.Second
+	graced := e.client(rlock.Options{RestartGrace: grace})
+	spin := e.client(rlock.Options{RestartGrace: grace, Wait: rlock.Spin(100 * time.Millisecond)})
+	plain := e.client(rlock.Options{})
+
+	kill()
+	killed := time.Now()
+	start()
+	answering(t, m, e.lockKey("grace"))
+	calls := func() int64 {
+		stats, err := m.info("commandstats")
+		for try := 0; err != nil && try < 100; try++ { // its connections broke with the restart
+			time.Sleep(10 * time.Millisecond)
+			stats, err = m.info("commandstats")
+		}
+		require.NoError(t, err)
+		var n int64
+		for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+			var c int64
+			_, _ = fmt.Sscanf(stats[cmd], "calls=%d", &c)
+			n += c
+		}
+		return n
+	}
+	// The clients' connections broke with the restart: let each make a new one.
+	for _, c := range []*rlock.Client{graced, spin, plain} {
+		require.Eventually(t, func() bool {
+			_, err := c.NewMutex(nameOn(e, m, "grace")).IsLocked(bg)
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond)
+	}
+	before := calls()
+
+	// A hold taken without the grace (another client's setting) can be re-entered at once.
+	reName := nameOn(e, m, "grace-re")
+	held, err := plain.NewMutex(reName).TryLock(bg, 2*time.Second)
+	require.NoError(t, err)
+	owner, _ := rlock.Owner(held)
+	// (A wait, only for connections that broke with the restart: a re-entry does not wait.)
+	re, err := graced.NewMutex(reName).TryLock(rlock.WithOwner(bg, owner), time.Second)
+	require.NoError(t, err, "a re-entry is not held back by the grace")
+	require.NoError(t, graced.NewMutex(reName).Unlock(re))
+	require.NoError(t, plain.NewMutex(reName).Unlock(held))
+
+	type got struct {
+		at  time.Time
+		err error
+	}
+	var wg sync.WaitGroup
+	results := make(map[string]*got)
+	for _, kind := range pausedHoldKinds {
+		for _, c := range []struct {
+			name string
+			c    *rlock.Client
+		}{{"pubsub", graced}, {"spin", spin}} {
+			name := nameOn(e, m, "grace-"+c.name+"-"+kind)
+			_, err := tryHold(bg, c.c, kind, name, 0)
+			if err != nil && strings.Contains(err.Error(), "last attempt") {
+				// A connection that broke with the restart: try again, with a short wait.
+				_, err = tryHold(bg, c.c, kind, name, 200*time.Millisecond)
+			}
+			require.ErrorIs(t, err, rlock.ErrNotObtained, "%s %s: no new hold within the grace", c.name, kind)
+			r := &got{}
+			results[c.name+"/"+kind] = r
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(bg, grace+5*time.Second)
+				defer cancel()
+				h, err := tryHold(ctx, c.c, kind, name, grace+5*time.Second)
+				r.at, r.err = time.Now(), err
+				if err == nil {
+					r.err = release(c.c, kind, name, h)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for what, r := range results {
+		require.NoError(t, r.err, what)
+		assert.GreaterOrEqual(t, r.at.Sub(killed), grace, "%s: granted within the grace", what)
+		// The grace lasts up to a second more (INFO's uptime is in whole seconds).
+		assert.Less(t, r.at.Sub(killed), grace+3*time.Second, "%s: the wait went on long after the grace", what)
+	}
+	n := calls() - before
+	t.Logf("%d script calls during and after the grace", n)
+	// Pub/sub waiters look again when the grace ends (or their kind's FairWaitTimeout poll);
+	// spin waiters poll every 100ms: 7 spin waiters * ~40 polls, and some for the rest.
+	assert.Less(t, n, int64(600), "the waiters polled the server hot")
+	e.dep.waitSteady(t, 20*time.Second)
+}
+
+// TestRestart_graceInvalid: a negative RestartGrace is invalid.
+func TestRestart_graceInvalid(t *testing.T) {
+	_, err := rlock.New(newEnv(t).rueidis(), rlock.Options{RestartGrace: -time.Second})
+	require.ErrorIs(t, err, rlock.ErrInvalid)
+}
