@@ -1,17 +1,31 @@
 # rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server,
 # then the root package's suite again on a throwaway Redis Cluster and on a throwaway Sentinel
-# deployment, and short failover tests on deployments of their own; `make bench` runs the
+# deployment, and short failover tests on deployments of their own, all on the system's Redis
+# (7.0); then `make test-servers`: the root suite and the cluster smoke tests on each of SERVERS; `make bench` runs the
 # benchmark comparison (bench/, its own module). otel/ (rlockotel) is a module of its own too,
 # vetted and tested with the root.
 GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
+# Servers besides the system's Redis 7.0 that make test runs on (scripts/fetch-server.sh fetches
+# each once into a cache).
+SERVERS ?= redis-8.0 valkey-8.1
 
-.PHONY: test vet bench bench-quick bench-cluster gobench chaos
+.PHONY: test test-servers vet bench bench-quick bench-cluster gobench chaos
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
+	$(MAKE) --no-print-directory test-servers
+
+# On each of SERVERS: the root suite on a throwaway server, and the cluster smoke tests on a
+# throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it).
+test-servers:
+	set -e; for s in $(SERVERS); do \
+		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 $(TESTFLAGS) . ; \
+		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
+			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
+	done
 
 vet:
 	$(GO) vet ./...
