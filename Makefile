@@ -18,13 +18,17 @@ test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
 	$(MAKE) --no-print-directory test-servers
 
-# On each of SERVERS: the root suite on a throwaway server, and the cluster smoke tests on a
-# throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it).
+# On each of SERVERS: the root suite on a throwaway server, the cluster smoke tests on a
+# throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it), and
+# one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale slot map
+# sent to the old master, now a replica, and lets it go only in READONLY mode).
 test-servers:
 	set -e; for s in $(SERVERS); do \
 		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 $(TESTFLAGS) . ; \
 		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
 			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
+		RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
+			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' . ; \
 	done
 
 vet:
