@@ -24,11 +24,15 @@ test:
 # sent to the old master, now a replica, and lets it go only in READONLY mode).
 test-servers:
 	set -e; for s in $(SERVERS); do \
+		t=$$(date +%s); \
 		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 $(TESTFLAGS) . ; \
+		echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
 		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
 			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
+		echo "test-servers: $$s cluster smoke in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
 		RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
 			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' . ; \
+		echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"; \
 	done
 
 vet:
