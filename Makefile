@@ -1,6 +1,7 @@
 # rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server,
 # then the root package's suite again on a throwaway Redis Cluster and on a throwaway Sentinel
-# deployment, and short failover tests on deployments of their own; `make bench` runs the
+# deployment, and short failover tests on deployments of their own, all on the system's Redis
+# (7.0); then `make test-servers`: the root suite and the cluster smoke tests on each of SERVERS; `make bench` runs the
 # benchmark comparison (bench/, its own module). otel/ (rlockotel) is a module of its own too,
 # vetted and tested with the root.
 GO ?= go
@@ -9,11 +10,32 @@ TESTFLAGS ?=
 CHAOSFLAGS ?= -chaos.duration=15s
 CHAOSPAUSEFLAGS ?= -chaospause.duration=60s
 CHAOSPAUSERUNS ?= 1
+# Servers besides the system's Redis 7.0 that make test runs on (scripts/fetch-server.sh fetches
+# each once into a cache).
+SERVERS ?= redis-8.0 valkey-8.1
 
-.PHONY: test vet bench bench-quick bench-cluster gobench chaos chaos-pause
+.PHONY: test test-servers vet bench bench-quick bench-cluster gobench chaos chaos-pause
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
+	$(MAKE) --no-print-directory test-servers
+
+# On each of SERVERS: the root suite on a throwaway server, the cluster smoke tests on a
+# throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it), and
+# one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale slot map
+# sent to the old master, now a replica, and lets it go only in READONLY mode).
+test-servers:
+	set -e; for s in $(SERVERS); do \
+		t=$$(date +%s); \
+		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 $(TESTFLAGS) . ; \
+		echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
+		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
+			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
+		echo "test-servers: $$s cluster smoke in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
+		RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
+			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' . ; \
+		echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"; \
+	done
 
 vet:
 	$(GO) vet ./...

@@ -315,7 +315,19 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		unsubscribed = cc.Do(ctx, unsubscribe(cc.B())).Error() == nil
+		uerr := cc.Do(ctx, unsubscribe(cc.B())).Error()
+		if re, ok := rueidis.IsRedisErr(uerr); ok && c.sharded {
+			if _, moved := re.IsMoved(); moved {
+				// Redis 8 refuses SUNSUBSCRIBE of a channel whose slot the node does not own
+				// with a MOVED, even on the connection subscribed to it there: a replica takes
+				// an SSUBSCRIBE (e.g. sent by a stale slot map just after a failover) but lets
+				// it go only in READONLY mode (Redis 7.0 and Valkey 8 do not ask). READWRITE
+				// puts the connection back; the three go out together in one pipeline.
+				res := cc.DoMulti(ctx, cc.B().Readonly().Build(), unsubscribe(cc.B()), cc.B().Readwrite().Build())
+				uerr = res[1].Error()
+			}
+		}
+		unsubscribed = uerr == nil
 		return err
 	})
 	backoff := 10 * time.Millisecond

@@ -1,5 +1,36 @@
-# servers.sh, sourced by the scripts/with-*.sh: free loopback ports, a temp dir for the
-# servers, and stopping every process whose PID is in pids when the script exits.
+# servers.sh, sourced by the scripts/with-*.sh: which server to run, free loopback ports, a temp
+# dir for the servers, and stopping every process whose PID is in pids when the script exits.
+
+# use_server [sentinel]: puts the server that RLOCK_SERVER names first on PATH (exported, so that
+# tests and tools starting redis-server or redis-cli by name get the same one):
+#   unset, system or redis-7.0  redis-server on PATH, Debian 12's 7.0 installed if missing
+#   redis-8.0, valkey-8.1       fetched once into a cache by scripts/fetch-server.sh
+#   a directory                 its redis-server, redis-sentinel and redis-cli
+# With sentinel, redis-sentinel is needed too.
+use_server() {
+  local d f
+  case "${RLOCK_SERVER:-}" in
+  "" | system | redis-7.0)
+    if [ "${1:-}" = sentinel ]; then scripts/ensure-sentinel.sh; else scripts/ensure-redis.sh; fi
+    return
+    ;;
+  */*) d=$RLOCK_SERVER ;;
+  *) d=$(scripts/fetch-server.sh "$RLOCK_SERVER") ;;
+  esac
+  for f in redis-server redis-cli ${1:+redis-sentinel}; do
+    if [ ! -x "$d/$f" ]; then
+      echo "RLOCK_SERVER=$RLOCK_SERVER: no $f in $d" >&2
+      return 1
+    fi
+  done
+  PATH="$(cd "$d" && pwd):$PATH"
+  export PATH
+}
+
+# server_version prints the server's name and version, e.g. "Valkey 8.1.1".
+server_version() {
+  redis-server --version | sed 's/^\([A-Za-z]*\) server v=\([^ ]*\).*/\1 \2/'
+}
 
 # free_port prints a loopback port that nothing listens on and that is not in $taken. Ports
 # come from below Linux's default ephemeral range (32768-60999), where outgoing connections of
@@ -30,14 +61,14 @@ servers_dir() {
 }
 
 # run_server D ARGS...: starts redis-server ARGS in the background with directory, log and
-# pidfile in D, and writes its command line to D/args (an argument a line), so that a test
-# that killed it can start it again as it was; stop finds that process by D/redis.pid. The
+# pidfile in D, and writes its command line to D/args (an argument a line, the server's full
+# path first), so that a test that killed it can start it again as it was, the same server; stop finds that process by D/redis.pid. The
 # job is disowned: bash would report a test's kill -9 of it ("Killed") as if something failed.
 run_server() {
   local d=$1
   shift
   set -- "$@" --dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid"
-  printf '%s\n' redis-server "$@" >"$d/args"
+  printf '%s\n' "$(command -v redis-server)" "$@" >"$d/args"
   redis-server "$@" &
   pids+=("$!")
   disown "$!"

@@ -13,12 +13,12 @@
 # unreachable before its replica takes over. Keep it well above any DEBUG SLEEP a test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-redis.sh
 
 node_timeout=${CLUSTER_NODE_TIMEOUT:-5000}
 nodes=6 # 3 masters + 3 replicas
 
 . scripts/servers.sh
+use_server
 servers_dir cluster
 
 started=$(date +%s%N)
@@ -144,7 +144,7 @@ export REDIS_CLUSTER_ADDRS
 # failovers). RLOCK_TEST_THROWAWAY also speaks for REDIS_ADDR, so it is left alone when that is
 # set (scripts/with-redis.sh sets both); unset, the tests start a throwaway server themselves.
 if [ -z "${REDIS_ADDR:-}" ]; then export RLOCK_TEST_THROWAWAY=1; fi
-echo "redis cluster $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') at $REDIS_CLUSTER_ADDRS" \
+echo "redis cluster $(server_version) at $REDIS_CLUSTER_ADDRS" \
   "(pids ${pids[*]}), ready in ${ms}ms" >&2
 set +e
 "$@"

@@ -4,9 +4,9 @@
 # it, and stops the server by PID afterwards, whatever COMMAND did. Exits with COMMAND's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-redis.sh
 
 . scripts/servers.sh
+use_server
 servers_dir redis
 
 # A port can be taken between free_port and the bind: start again elsewhere, up to 5 times.
@@ -34,7 +34,7 @@ done
 
 export REDIS_ADDR="127.0.0.1:$port"
 export RLOCK_TEST_THROWAWAY=1 # tests may run DEBUG SLEEP, SCRIPT FLUSH and CLIENT KILL on it
-echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') pid $pid at $REDIS_ADDR" >&2
+echo "redis-server $(server_version) pid $pid at $REDIS_ADDR" >&2
 set +e
 "$@"
 status=$?

@@ -16,13 +16,13 @@
 # unreachable before the sentinels fail over. Keep it well above any DEBUG SLEEP a test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-sentinel.sh
 
 master=rlock
 quorum=2
 down_after=${SENTINEL_DOWN_AFTER_MS:-5000}
 
 . scripts/servers.sh
+use_server sentinel
 servers_dir sentinel
 
 started=$(date +%s%N)
@@ -155,7 +155,7 @@ export REDIS_SENTINEL_MASTER=$master
 # failovers). RLOCK_TEST_THROWAWAY also speaks for REDIS_ADDR, so it is left alone when that is
 # set (scripts/with-redis.sh sets both); unset, the tests start a throwaway server themselves.
 if [ -z "${REDIS_ADDR:-}" ]; then export RLOCK_TEST_THROWAWAY=1; fi
-echo "redis sentinel $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'): primary $master at" \
+echo "redis sentinel $(server_version): primary $master at" \
   "127.0.0.1:$primary_port, replicas ${replica_ports[*]}, sentinels $REDIS_SENTINEL_ADDRS" \
   "(pids ${pids[*]}), ready in ${ms}ms" >&2
 set +e
