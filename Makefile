@@ -70,7 +70,7 @@ chaos:
 # '-chaospause.duration=10s' for short runs, '-chaospause.faults=stop,kill' for a baseline
 # without losses). One summary line per run. Not part of make test.
 chaos-pause:
-	scripts/with-redis.sh $(GO) test -race -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
+	scripts/with-redis.sh $(GO) test -race -timeout 0 -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:
