@@ -48,8 +48,20 @@ local function take(pop)
   return {1, 1, t}
 end
 
+-- Fast path: no hash and no queue (one EXISTS for both): free, and nobody waits.
 local pttl = -2
-if redis.call('exists', KEYS[1]) == 1 then
+local live = redis.call('exists', KEYS[1], KEYS[2])
+if live == 0 then
+  if mode == 'resolve' then
+    return {0, -2, 0}
+  end
+  if counter and badCounter(redis.call('get', counter)) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+  return take(false)
+end
+do
+  -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.)
   local n, held = replayed(KEYS[1], owner, owner, req)
   mustBeKind(KEYS[1], '', held[3])
   if held[1] and redis.call('hget', KEYS[1], '\1g') == req then
@@ -81,8 +93,6 @@ if redis.call('exists', KEYS[1]) == 1 then
     return {1, count, t}
   end
   pttl = redis.call('pttl', KEYS[1])
-elseif mode == 'resolve' then
-  return {0, -2, 0}
 end
 
 -- Check the counter now: purging dead waiters below writes before a new hold's INCR would.

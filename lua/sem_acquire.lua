@@ -32,6 +32,22 @@ local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
 local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 
+-- Fast path: none of the semaphore's keys exists (one EXISTS for all): every permit is free,
+-- and nobody waits.
+if redis.call('exists', H, L, Q, D) == 0 then
+  if mode ~= 'take' then
+    return {0, -2, 0}
+  end
+  if n <= permits then
+    local t = now()
+    redis.call('hset', H, id, n, '\1k', 'sem', '\1p', permits, '\1u', n)
+    redis.call('zadd', L, t + lease, id)
+    redis.call('pexpire', H, lease)
+    redis.call('pexpire', L, lease)
+    return {1, 1, 0}
+  end
+end
+
 local got = redis.call('hmget', H, '\1k', '\1p')
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
