@@ -20,16 +20,14 @@ local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
 
--- Fast path: the owner's last hold is the lock's only one, its lease live, and (fair) nobody
--- queues: the keys go, as the full path below would leave it.
+-- Fast path: the owner's last hold is the lock's only one and (fair) nobody queues: the keys
+-- go, as the full path below would leave them, and no grant needs the fencing counter. The
+-- hash and the leases expire with the latest lease (see expireWith), so while the hash exists
+-- a lone lease has not ended (to the millisecond that the keys' expiry has).
 local got = redis.call('hmget', H, '\1k', field, marker(req, owner))
 mustBeKind(H, 'rw', got[1])
-if got[2] == '1' and not recorded(got[3], req) and redis.call('zcard', L) == 1 and
-    tonumber(redis.call('zscore', L, field) or '0') > now() and
-    (not fair or redis.call('exists', Q, D) == 0) then
-  if fair and badCounter(redis.call('get', F)) then
-    return redis.error_reply('ERR fencing counter is not an integer or out of range')
-  end
+local only = got[2] == '1' and not recorded(got[3], req) and redis.call('zrange', L, 0, 1)
+if only and #only == 1 and only[1] == field and (not fair or redis.call('exists', Q, D) == 0) then
   redis.call('del', H, L)
   local woken = 0
   if not fair then
