@@ -34,7 +34,7 @@
 -- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
-local entry = queueEntry(owner, req, ARGV[8], ARGV[5])
+local entry -- this call's queue entry, made past the fast path (only a queued take uses it)
 
 local function take(pop)
   local t = fence(counter, true)
@@ -60,6 +60,7 @@ if live == 0 then
   end
   return take(false)
 end
+entry = queueEntry(owner, req, ARGV[8], ARGV[5])
 do
   -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.)
   local n, held = replayed(KEYS[1], owner, owner, req)

@@ -36,7 +36,6 @@ local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4
 local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
-local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 
 -- Fast path: none of the lock's keys exists (one EXISTS for all): free, and nobody waits.
 if redis.call('exists', H, L, W, Q, D) == 0 then
@@ -59,6 +58,7 @@ if redis.call('exists', H, L, W, Q, D) == 0 then
   return {1, 1, fence(counter, acc == 'w')}
 end
 
+local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)
 if fair then

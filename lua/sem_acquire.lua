@@ -30,7 +30,6 @@
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
-local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 
 -- Fast path: none of the semaphore's keys exists (one EXISTS for all): every permit is free,
 -- and nobody waits.
@@ -48,6 +47,7 @@ if redis.call('exists', H, L, Q, D) == 0 then
   end
 end
 
+local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 local got = redis.call('hmget', H, '\1k', '\1p')
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
