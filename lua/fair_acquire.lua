@@ -34,7 +34,7 @@
 -- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
-local entry = queueEntry(owner, req, ARGV[8], ARGV[5])
+local entry -- this call's queue entry, made past the fast path (only a queued take uses it)
 
 local function take(pop)
   local t = fence(counter, true)
@@ -48,8 +48,22 @@ local function take(pop)
   return {1, 1, t}
 end
 
+-- Fast path: no hash and no queue (one EXISTS for both): free, and nobody waits (and no
+-- restart grace holds new grants back: see graceLeft).
 local pttl = -2
-if redis.call('exists', KEYS[1]) == 1 then
+local live = redis.call('exists', KEYS[1], KEYS[2])
+if live == 0 and graceLeft() == 0 then
+  if mode == 'resolve' then
+    return {0, -2, 0}
+  end
+  if counter and badCounter(redis.call('get', counter)) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+  return take(false)
+end
+entry = queueEntry(owner, req, ARGV[8], ARGV[5])
+do
+  -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.)
   local n, held = replayed(KEYS[1], owner, owner, req)
   mustBeKind(KEYS[1], '', held[3])
   if held[1] and redis.call('hget', KEYS[1], '\1g') == req then
@@ -81,8 +95,6 @@ if redis.call('exists', KEYS[1]) == 1 then
     return {1, count, t}
   end
   pttl = redis.call('pttl', KEYS[1])
-elseif mode == 'resolve' then
-  return {0, -2, 0}
 end
 
 -- Check the counter now: purging dead waiters below writes before a new hold's INCR would.

@@ -11,6 +11,11 @@ local partial = releaseHold(KEYS[1], ARGV[1], ARGV[2])
 if partial then
   return partial
 end
+if redis.call('exists', KEYS[3], KEYS[4]) == 0 then
+  -- nobody waits (the usual case): the lock frees up, and nobody is told
+  redis.call('del', KEYS[1])
+  return {0, 0}
+end
 redis.call('llen', KEYS[3])
 redis.call('zcard', KEYS[4])
 return {0, handOver(KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], now())}

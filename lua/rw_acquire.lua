@@ -36,8 +36,30 @@ local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4
 local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
-local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 
+-- Fast path: none of the lock's keys exists (one EXISTS for all): free, and nobody waits (and
+-- no restart grace holds new grants back: see graceLeft).
+if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
+  if mode ~= 'take' then
+    return {0, -2, 0}
+  end
+  if counter and badCounter(redis.call('get', counter)) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+  local t = now()
+  local rec = owner ~= req and marker(req, owner)
+  if acc == 'w' then
+    redis.call('hset', H, field, 1, '\1k', 'rw', '\1w', owner, rec or field, rec and req .. ':1' or 1)
+  else
+    redis.call('hset', H, field, 1, '\1k', 'rw', rec or field, rec and req .. ':1' or 1)
+  end
+  redis.call('zadd', L, t + lease, field)
+  redis.call('pexpire', H, lease)
+  redis.call('pexpire', L, lease)
+  return {1, 1, fence(counter, acc == 'w')}
+end
+
+local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
 redis.call('zcard', L)
 if fair then

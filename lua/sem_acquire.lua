@@ -30,8 +30,24 @@
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
-local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 
+-- Fast path: none of the semaphore's keys exists (one EXISTS for all): every permit is free,
+-- nobody waits, and no restart grace holds new grants back (see graceLeft).
+if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
+  if mode ~= 'take' then
+    return {0, -2, 0}
+  end
+  if n <= permits then
+    local t = now()
+    redis.call('hset', H, id, n, '\1k', 'sem', '\1p', permits, '\1u', n)
+    redis.call('zadd', L, t + lease, id)
+    redis.call('pexpire', H, lease)
+    redis.call('pexpire', L, lease)
+    return {1, 1, 0}
+  end
+end
+
+local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 local got = redis.call('hmget', H, '\1k', '\1p')
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]

@@ -7,8 +7,15 @@
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local got = redis.call('hmget', H, '\1k', '\1p')
+local got = redis.call('hmget', H, '\1k', '\1p', '\1u', id)
 mustBeKind(H, 'sem', got[1])
+-- Fast path: this hold has every permit in use (so it is the only hold), its lease is live,
+-- and nobody waits: the keys go, as the full path below would leave it.
+if got[4] and got[3] == got[4] and redis.call('exists', Q, D) == 0 and
+    tonumber(redis.call('zscore', L, id) or '0') > now() then
+  redis.call('del', H, L)
+  return {0, 0}
+end
 redis.call('llen', Q)
 local t = now()
 local used = dropLapsedSem(H, L, t)
