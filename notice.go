@@ -167,12 +167,11 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 		if h.watchdog || h.lost {
 			continue
 		}
-		script, _ := h.lk.kind.renewal()
-		k := "mutex"
-		switch script.classic.sha {
-		case rwRenewScript.classic.sha:
+		k := "mutex" // check.lua's name for the kind's key layout
+		switch h.lk.kind.(type) {
+		case rwKind:
 			k = "rw"
-		case semRenewScript.classic.sha:
+		case semKind:
 			k = "sem"
 		}
 		g := group{k, c.slotOf(h.key)}
