@@ -89,15 +89,10 @@ func TestHardening_noPhantomHoldAfterLostReply(t *testing.T) {
 			e := newEnv(t)
 			p := e.newProxy()
 			m := k.new(e.through(p).client(rlock.Options{}), "ph")
-			p.DropReply(matchScript(acquireScript(k.name), e.lockKey("ph")))
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			go func() { // cancel as the fault fires, before the client learns of it
-				for p.Fired() == 0 {
-					time.Sleep(20 * time.Microsecond)
-				}
-				cancel()
-			}()
+			// cancel as the fault fires, before the client can learn of it
+			p.DropReply(thenCall(matchScript(acquireScript(k.name), e.lockKey("ph")), cancel))
 			_, err := m.Lock(ctx)
 			require.ErrorIs(t, err, context.Canceled)
 			require.EqualValues(t, 1, p.Fired())

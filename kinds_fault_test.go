@@ -163,15 +163,10 @@ func TestKindsFault_lostAcquire(t *testing.T) {
 	})
 	t.Run("context ends after the lost reply", func(t *testing.T) {
 		eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
-			p.DropReply(matchScript(k.acquireScript, e.lockKey("k")))
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			go func() { // cancel as the fault fires, before the client learns of it
-				for p.Fired() == 0 {
-					time.Sleep(20 * time.Microsecond)
-				}
-				cancel()
-			}()
+			// cancel as the fault fires, before the client can learn of it
+			p.DropReply(thenCall(matchScript(k.acquireScript, e.lockKey("k")), cancel))
 			_, err := k.lock(ctx)
 			require.ErrorIs(t, err, context.Canceled)
 			require.EqualValues(t, 1, p.Fired())

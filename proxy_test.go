@@ -174,6 +174,18 @@ func (p *faultProxy) Fired() int64 { return p.fired.Load() }
 // Armed reports whether a DropRequest or DropReply is armed and has not fired yet.
 func (p *faultProxy) Armed() bool { return p.fault.Load() != nil }
 
+// thenCall returns match that also calls f, synchronously, whenever it matches: before the
+// proxy forwards or drops the request, so before the client can learn of the fault.
+func thenCall(match func(cmd []string) bool, f func()) func(cmd []string) bool {
+	return func(cmd []string) bool {
+		if !match(cmd) {
+			return false
+		}
+		f()
+		return true
+	}
+}
+
 // Disarm clears any armed fault.
 func (p *faultProxy) Disarm() { p.fault.Store(nil) }
 
