@@ -1,4 +1,4 @@
-# rlock: `make test` runs vet and the race-enabled test suite against a throwaway redis-server,
+# rlock: `make test` runs vet, staticcheck and the race-enabled test suite against a throwaway redis-server,
 # then the root package's suite again on a throwaway Redis Cluster and on a throwaway Sentinel
 # deployment, and short failover tests on deployments of their own, all on the system's Redis
 # (7.0); then `make test-servers`: the root suite and the cluster smoke tests on each of SERVERS; `make bench` runs the
@@ -37,10 +37,16 @@ test-servers:
 		echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"; \
 	done
 
+# staticcheck, pinned; go run fetches and builds it once into the module cache.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd otel && $(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
+	cd otel && $(STATICCHECK) ./...
 
 .PHONY: gotest
 gotest:

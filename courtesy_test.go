@@ -19,7 +19,7 @@ func internalClient(t *testing.T, prefix string) *Client {
 }
 
 // The courtesy window holds back the releasing client's new Lock calls, not its waiters that
-// had already tried and that the release woke (hardening item 9). The window is opened by hand
+// had already tried and that the release woke. The window is opened by hand
 // here, 2s wide, so the measurement cannot be mistaken.
 func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 	prefix := "rlcourt" + NewOwnerID()[:8]
@@ -65,7 +65,7 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 
 // An addressed wake-up for a fair waiter of this client that arrives between its first attempt
 // and the registration of its wake-up is kept, however many messages for other clients' waiters
-// arrive meanwhile (hardening item 10c).
+// arrive meanwhile.
 func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	c := internalClient(t, "rlunclaimed"+NewOwnerID()[:8])
 	const channel = "rlunclaimed:{x}:ch"

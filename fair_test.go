@@ -320,3 +320,17 @@ func TestFairMutex_commandsPerAcquisition(t *testing.T) {
 	}
 	assert.Less(t, perAcq[100], perAcq[10]*1.25, "commands per acquisition do not grow with the waiters")
 }
+
+// A fair queue whose deadlines lost an entry (a volatile-* eviction drops a key
+// whole; an edit drops a member) does not block the queue forever.
+func TestFairMutex_queueWithoutDeadlines(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		m := e.client(rlock.Options{Wait: wait}).NewFairMutex("ev")
+		require.NoError(t, e.do("RPUSH", e.lockKey("ev")+":queue", "ghost").Error())
+		require.NoError(t, e.do("PEXPIRE", e.lockKey("ev")+":queue", "10000").Error())
+		h, err := m.TryLock(bg, 2*time.Second)
+		require.NoError(t, err, "a queue head without a deadline is dead")
+		require.NoError(t, m.Unlock(h))
+	})
+}

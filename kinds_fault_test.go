@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The hardening cases (hardening_test.go) for the read-write mutex and the semaphore: each
-// loses a request or a reply, or breaks the line, with faultProxy, and checks one invariant:
+// The Mutex's fault cases (replay_test.go, holdctx_test.go, watchdog_test.go) for the
+// read-write mutex and the semaphore: each loses a request or a reply, or breaks the line,
+// with faultProxy, and checks one invariant:
 // never a double grant, no hold left behind by a call that failed, no release counted twice,
 // no hold context outliving its lease, and waiters that survive their connections.
 

@@ -3,6 +3,8 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -666,4 +668,108 @@ func TestMutex_pubsubNoBarging(t *testing.T) {
 			assert.GreaterOrEqual(t, waiterWon, rounds-2, "the woken waiter got the lock before the returning holder")
 		})
 	}
+}
+
+// Re-entries during one hold do not grow its state: 20,000 of them through contexts
+// that carry the owner but no hold cost nothing that outlives them.
+func TestMutex_reentriesDoNotGrowHoldState(t *testing.T) {
+	e := newEnv(t)
+	m := e.client(rlock.Options{}).NewMutex("grow")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	owner, _ := rlock.Owner(h)
+	const n = 20000
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	// Warm up, then measure the heap before and after n re-entries whose contexts are dropped.
+	for range 100 {
+		_, err := m.Lock(rlock.WithOwner(bg, owner))
+		require.NoError(t, err)
+	}
+	before := heap()
+	for range n {
+		_, err := m.Lock(rlock.WithOwner(bg, owner))
+		require.NoError(t, err)
+	}
+	grown := int64(heap()) - int64(before)
+	t.Logf("heap growth after %d re-entries: %d bytes (%.1f per re-entry)", n, grown, float64(grown)/n)
+	assert.Less(t, grown, int64(n*16), "re-entries keep state while their contexts are dropped")
+	_, err = m.ForceUnlock(bg)
+	require.NoError(t, err)
+}
+
+// A new owner that joins this client's waiters sleeps no longer than the holder's
+// lease as the waiters last saw it (an expiry publishes nothing).
+func TestMutex_joinerSleepsAtMostTheLease(t *testing.T) {
+	e := newEnv(t)
+	holder := e.client(rlock.Options{}).NewMutex("join", rlock.WithLease(300*time.Millisecond))
+	c := e.client(rlock.Options{}) // watchdog lease 30s: the old bound of a joiner's first sleep
+	first := c.NewMutex("join", rlock.WithLease(300*time.Millisecond))
+	_, err := holder.Lock(bg) // never unlocked: it expires
+	require.NoError(t, err)
+	firstDone := make(chan error, 1)
+	go func() { // the first waiter takes the lock at the lease end and keeps it until it expires
+		_, err := first.Lock(bg)
+		firstDone <- err
+	}()
+	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	h, err := c.NewMutex("join").TryLock(bg, 3*time.Second) // joins the first waiter
+	require.NoError(t, err)
+	// The first waiter's lease ends ~600ms after the start; without the bound the joiner
+	// sleeps until its TryLock's wait runs out (3s).
+	assert.Less(t, time.Since(start), 1500*time.Millisecond, "the joiner woke at the lease end")
+	// Whichever of the two got the lock first, the other gets it once the joiner lets go (the
+	// first waiter's own hold, if it came first, has expired by now).
+	require.NoError(t, c.NewMutex("join").Unlock(h))
+	select {
+	case err := <-firstDone:
+		require.NoError(t, err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the first waiter never got the lock")
+	}
+}
+
+// Concurrent Close calls all return once everything is stopped: every hold
+// context is done by the time any Close returns.
+func TestClient_concurrentClose(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{})
+	var holds []context.Context
+	for i := range 1000 {
+		h, err := c.NewMutex(fmt.Sprint("cc", i)).Lock(bg)
+		require.NoError(t, err)
+		holds = append(holds, h)
+	}
+	m := c.NewMutex("cc0")
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(bg)
+		waiting <- err
+	}()
+	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			assert.NoError(t, c.Close())
+			for _, h := range holds {
+				if !assert.ErrorIs(t, context.Cause(h), rlock.ErrClosed, "a Close returned before the holds ended") {
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.ErrorIs(t, <-waiting, rlock.ErrClosed)
+	e.dirty = true // the locks expire with their lease
 }

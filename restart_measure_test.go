@@ -175,3 +175,10 @@ func TestRestart_measureCluster(t *testing.T) {
 		t.Logf("cluster %s: the hold survived %d of %d failovers; promotion took %s", how, n, n, foStats(took))
 	}
 }
+
+// graceOptions returns o with RestartGrace d (a file of its own, so that the measurements can
+// run on a version without the option).
+func graceOptions(o rlock.Options, d time.Duration) rlock.Options {
+	o.RestartGrace = d
+	return o
+}

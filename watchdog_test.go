@@ -1,0 +1,100 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rlock-go/rlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With renewals failing, the hold context ends by the lease end as of the last
+// successful renewal, before another process can take the lock; and a failed renewal is
+// retried soon, not a whole period later.
+func TestWatchdog_lossSignalledByLeaseEnd(t *testing.T) {
+	t.Run("renewals fail for good", func(t *testing.T) {
+		e := newEnv(t)
+		p := e.newProxy()
+		m := e.through(p).client(rlock.Options{WatchdogTimeout: 900 * time.Millisecond}).NewMutex("late")
+		other := e.client(rlock.Options{}).NewMutex("late")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		p.Outage(5 * time.Second)
+		var h2 context.Context
+		for h2 == nil {
+			h2, err = other.TryLock(bg, 0)
+			if errors.Is(err, rlock.ErrNotObtained) {
+				time.Sleep(200 * time.Microsecond)
+				continue
+			}
+			require.NoError(t, err)
+		}
+		assert.Error(t, h.Err(), "the hold context ended before another owner got the lock")
+		assert.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+		require.NoError(t, other.Unlock(h2))
+		e.dirty = true // the proxied client's resubscription may outlive the test by a moment
+	})
+	t.Run("a failed renewal is retried soon", func(t *testing.T) {
+		e := newEnv(t)
+		p := e.newProxy()
+		const lease = 3 * time.Second // renewals every 1s
+		m := e.through(p).client(rlock.Options{WatchdogTimeout: lease}).NewMutex("retry")
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		waitRenewal(t, m)
+		renewed := time.Now()
+		p.Outage(1200 * time.Millisecond) // the renewal at 1s fails; the next period's is at 2s
+		time.Sleep(1100 * time.Millisecond)
+		waitRenewal(t, m) // its TTL reads go through the proxy, up again by now
+		took := time.Since(renewed)
+		t.Logf("renewed again %v after the last renewal (outage 1.2s, period 1s)", took)
+		assert.Less(t, took, 1800*time.Millisecond, "retried soon after the outage, not at the next period (2s)")
+		require.NoError(t, h.Err())
+		require.NoError(t, m.Unlock(h))
+	})
+}
+
+// waitRenewal returns just after the watchdog renewed m's lease (its TTL jumped up).
+func waitRenewal(t *testing.T, m *rlock.Mutex) {
+	t.Helper()
+	last, err := m.TTL(bg)
+	require.NoError(t, err)
+	for {
+		ttl, err := m.TTL(bg)
+		require.NoError(t, err)
+		if ttl > last {
+			return
+		}
+		last = ttl
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestWatchdog_renewsAfterScriptFlush: the watchdog's pipelined renewals (EVALSHA) find the scripts
+// gone after SCRIPT FLUSH (a restarted server) and load them again, for every kind: no hold is
+// lost although several leases pass.
+func TestWatchdog_renewsAfterScriptFlush(t *testing.T) {
+	needsThrowaway(t)
+	e := newEnv(t)
+	c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	m, err := c.NewMutex("m").Lock(ctx)
+	require.NoError(t, err)
+	r, err := c.NewRWMutex("rw").RLock(ctx)
+	require.NoError(t, err)
+	s, err := c.NewSemaphore("s", 2).Acquire(ctx, 1)
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
+		time.Sleep(250 * time.Millisecond) // most of a lease: renewals run in between
+	}
+	for name, held := range map[string]context.Context{"mutex": m, "read": r, "semaphore": s} {
+		require.NoError(t, held.Err(), "%s hold lost after SCRIPT FLUSH", name)
+	}
+	require.NoError(t, c.NewMutex("m").Unlock(m))
+	require.NoError(t, c.NewRWMutex("rw").RUnlock(r))
+	require.NoError(t, c.NewSemaphore("s", 2).Release(s))
+}
