@@ -8,7 +8,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/redis/rueidis/rueidiscompat v1.0.78
-	github.com/rlock-go/rlock v0.0.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -26,4 +25,3 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/rlock-go/rlock => ../

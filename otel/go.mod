@@ -5,7 +5,6 @@ go 1.25.0
 require (
 	github.com/redis/rueidis v1.0.79
 	github.com/redis/rueidis/rueidisotel v1.0.76
-	github.com/rlock-go/rlock v0.0.0
 	github.com/stretchr/testify v1.11.1
 	go.opentelemetry.io/otel v1.43.0
 	go.opentelemetry.io/otel/metric v1.43.0
@@ -26,4 +25,3 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-replace github.com/rlock-go/rlock => ../
