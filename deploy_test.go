@@ -76,6 +76,9 @@ func (d Deployment) NewClient() (rueidis.Client, error) {
 // testRueidis returns a rueidis client of the tests' deployment, closed when the test ends.
 func testRueidis(t *testing.T) rueidis.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Redis (-short runs only the tests that need none)")
+	}
 	d, err := DeploymentFromEnv()
 	require.NoError(t, err)
 	rc, err := d.NewClient()

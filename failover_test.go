@@ -235,6 +235,7 @@ func foTrials(env string, def int) int {
 // deployment of their own, with the suite on the standalone server.
 func foNotTheSuites(t *testing.T, topology string) {
 	t.Helper()
+	needsRedis(t)
 	if suite.Topology == topology {
 		t.Skipf("fails the %s over, which the other tests run on (%s=%s): run it with the suite on "+
 			"the standalone server (%s unset)", topology, rlock.TopologyEnv, topology, rlock.TopologyEnv)

@@ -284,6 +284,7 @@ func (e *env) clientCommands() int64 {
 // commands (the waiter's queued attempt, its attempt on the head's wake-up, the release),
 // whatever the number of waiters, because a release wakes only the head.
 func TestFairMutex_commandsPerAcquisition(t *testing.T) {
+	needsRedis(t)
 	perAcq := map[int]float64{}
 	for _, waiters := range []int{10, 100} {
 		t.Run(strconv.Itoa(waiters), func(t *testing.T) {

@@ -175,6 +175,7 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 // a cluster or Sentinel it is the lock's master, started again with its command line (see
 // crash) and at the latest when the test ends, so that the deployment stays as it was.
 func crashable(t *testing.T, name string) (e *env, kill, start func()) {
+	needsRedis(t)
 	if suite.Topology == "standalone" {
 		srv, err := startRedis("")
 		require.NoError(t, err)

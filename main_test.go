@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -42,6 +43,7 @@ var throwaway bool
 // needsThrowaway skips t unless the deployment is a throwaway one: t disturbs every client of it.
 func needsThrowaway(t testing.TB) {
 	t.Helper()
+	needsRedis(t)
 	if !throwaway {
 		t.Skipf("disturbs every client of the deployment (DEBUG SLEEP, SCRIPT FLUSH, CLIENT KILL or a restart); "+
 			"%s is not known to be a throwaway one: set %s=1 if it is, or unset REDIS_ADDR "+
@@ -49,9 +51,33 @@ func needsThrowaway(t testing.TB) {
 	}
 }
 
+// needsRedis skips t under -short: go test -short runs only the tests that need no Redis.
+func needsRedis(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Redis (-short runs only the tests that need none)")
+	}
+}
+
 func TestMain(m *testing.M) {
 	if name := os.Getenv(helperEnv); name != "" {
 		os.Exit(runHelper(name))
+	}
+	flag.Parse()
+	if testing.Short() {
+		// No server: the tests that need one skip (needsRedis), and so do the examples, which
+		// cannot skip themselves.
+		if flag.Lookup("test.skip").Value.String() == "" {
+			_ = flag.Set("test.skip", "^Example")
+		}
+		code := m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+				code = 1
+			}
+		}
+		os.Exit(code)
 	}
 	redisAddr = os.Getenv("REDIS_ADDR")
 	throwaway = redisAddr == "" || os.Getenv(throwawayEnv) == "1"
@@ -160,6 +186,7 @@ func (s *redisServer) stop() {
 // newRueidis returns a rueidis client of the standalone server at addr, closed when the test
 // ends.
 func newRueidis(t testing.TB, addr string) rueidis.Client {
+	needsRedis(t)
 	t.Helper()
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	require.NoError(t, err)
@@ -395,6 +422,7 @@ func newEnv(t testing.TB) *env {
 // newEnvAt returns an env on the standalone server at addr (one the test started).
 func newEnvAt(t testing.TB, addr string) *env {
 	t.Helper()
+	needsRedis(t)
 	dep, err := openDeployment(rlock.Deployment{Topology: "standalone", Addrs: []string{addr}, Data: []string{addr}})
 	require.NoError(t, err)
 	t.Cleanup(dep.close)
@@ -402,6 +430,8 @@ func newEnvAt(t testing.TB, addr string) *env {
 }
 
 func newEnvOn(t testing.TB, dep *deployment) *env {
+	t.Helper()
+	needsRedis(t)
 	e := &env{t: t, dep: dep, prefix: fmt.Sprintf("rlt%d-%d", os.Getpid(), prefixSeq.Add(1))}
 	t.Cleanup(e.checkClean) // runs after the clients' Close (cleanups run last-in first-out)
 	return e

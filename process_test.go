@@ -31,6 +31,7 @@ type child struct {
 // inherits the parent's environment, and with it the deployment.
 func startChild(t *testing.T, name string, env ...string) *child {
 	t.Helper()
+	needsRedis(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// A race-enabled binary sleeps 1s before it exits unless told not to.
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")

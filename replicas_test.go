@@ -91,6 +91,7 @@ func TestSyncReplicas(t *testing.T) {
 // on a cluster or Sentinel, the replicas of each lock's master (the test stops them: it needs
 // a throwaway deployment).
 func withReplicas(t *testing.T) (*env, func(name string) []int) {
+	needsRedis(t)
 	if suite.Topology == "standalone" {
 		return ownReplica(t)
 	}
@@ -106,6 +107,7 @@ func withReplicas(t *testing.T) (*env, func(name string) []int) {
 }
 
 func ownReplica(t *testing.T) (*env, func(string) []int) {
+	needsRedis(t)
 	primary, err := startRedis("")
 	require.NoError(t, err)
 	t.Cleanup(primary.stop)

@@ -600,6 +600,7 @@ func TestState_lapsed(t *testing.T) {
 // TestState_replica: State runs on a replica (a read-only script) and shows what the primary
 // has.
 func TestState_replica(t *testing.T) {
+	needsRedis(t)
 	primary, err := startRedis("")
 	require.NoError(t, err)
 	t.Cleanup(primary.stop)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +31,10 @@ var (
 
 // TestMain builds the rlock binary (with -race if the tests have it) and runs the tests.
 func TestMain(m *testing.M) {
-	redisAddr = os.Getenv("REDIS_ADDR")
+	flag.Parse()
+	if !testing.Short() { // -short: only the tests that need no Redis
+		redisAddr = os.Getenv("REDIS_ADDR")
+	}
 	if redisAddr == "" {
 		fmt.Fprintln(os.Stderr, "cmd/rlock: REDIS_ADDR is empty, so every test skips; "+
 			"run them with: scripts/with-redis.sh go test ./cmd/rlock/")
