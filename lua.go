@@ -113,7 +113,7 @@ func luaSource(file string) string {
 	return string(b)
 }
 
-// Scripts of Mutex and fair Mutex (mutex.go, fairlock.go).
+// Scripts of Mutex and fair Mutex (mutex.go, fairmutex.go).
 var (
 	acquireScript     = script("acquire.lua", false)
 	releaseScript     = script("release.lua", false)
