@@ -14,9 +14,9 @@ import (
 // (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) contributes only its scripts, its key
 // layout and how its waiters wake. Everything else is written once, here and in the files
 // named after it: owners and request ids (owner.go, rlock.go), acquiring and waiting
-// (lock.go, wait.go, pubsub.go), the hold registry and hold contexts (hold.go), releasing
-// (unlock.go), requests whose reply was lost (lane.go), leases, renewal and loss
-// (watchdog.go), and Close (rlock.go).
+// (lock.go, wait.go, pubsub.go), the client's state per name and its locking (shards.go), the
+// hold registry and hold contexts (hold.go), releasing (unlock.go), requests whose reply was
+// lost (lane.go), leases, renewal and loss (watchdog.go), and Close (rlock.go).
 
 // access is the way a hold holds its lock: exclusively (every kind but an RWMutex's read
 // holds) or shared (an RWMutex's read holds). An owner's holds of each access are counted
