@@ -108,7 +108,12 @@ func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
 func (sh *shard) laneOf(hk holdKey) *lane {
 	l := sh.lanes[hk]
 	if l == nil {
-		l = &lane{hk: hk, sh: sh, turn: make(chan struct{}, 1)}
+		if l = sh.spare; l != nil {
+			sh.spare = nil
+			l.hk = hk
+		} else {
+			l = &lane{hk: hk, sh: sh, turn: make(chan struct{}, 1)}
+		}
 		if sh.lanes == nil {
 			sh.lanes = make(map[holdKey]*lane)
 		}
@@ -123,13 +128,19 @@ func (lk *lock) exitLane(l *lane) {
 	lk.c.dropLane(l)
 }
 
-// dropLane drops one reference to l, forgetting it once unused and settled.
+// dropLane drops one reference to l, forgetting it once unused and settled. The caller must
+// not use l afterwards: a forgotten lane may be reused for another owner or lock (see spare).
 func (c *Client) dropLane(l *lane) {
 	sh := l.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if l.refs--; l.refs == 0 && !l.unsettled() && sh.lanes[l.hk] == l {
 		delete(sh.lanes, l.hk)
+		if sh.spare == nil {
+			// Nobody holds its turn (a turn is taken and given back under a reference).
+			*l = lane{sh: sh, turn: l.turn}
+			sh.spare = l
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ type shard struct {
 	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
 	arrivals map[holdKey]int          // fair waiters that may miss a wake-up, by channel and owner (see arrive)
 	events   []Event                  // for the observer, delivered once mu is released (see unlock)
+	spare    *lane                    // a forgotten lane that laneOf reuses (saves two allocations)
 	obs      Observer                 // the client's Observer; nil: none
 
 	_ [64]byte // keeps neighbouring shards' mutexes off one cache line
