@@ -36,17 +36,20 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 		}
 	}()
 	require.Eventually(t, func() bool {
-		waiterClient.mu.Lock()
-		defer waiterClient.mu.Unlock()
-		s := waiterClient.subs[waiter.keys.channel]
+		waiter.sh.mu.Lock()
+		defer waiter.sh.mu.Unlock()
+		s := waiter.sh.subs[waiter.keys.channel]
 		return s != nil && s.refs == 1
 	}, time.Second, time.Millisecond)
 	time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
 
 	openWindow := func() { // a window far longer than any handoff, so timing cannot blur it
-		waiterClient.mu.Lock()
-		waiterClient.yielding[waiter.keys.lock] = time.Now().Add(2 * time.Second)
-		waiterClient.mu.Unlock()
+		waiter.sh.mu.Lock()
+		if waiter.sh.yielding == nil {
+			waiter.sh.yielding = make(map[string]time.Time)
+		}
+		waiter.sh.yielding[waiter.keys.lock] = time.Now().Add(2 * time.Second)
+		waiter.sh.mu.Unlock()
 	}
 	openWindow()
 	start := time.Now()
@@ -69,8 +72,9 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	c := internalClient(t, "rlunclaimed"+NewOwnerID()[:8])
 	const channel = "rlunclaimed:{x}:ch"
-	c.arrive(channel, "me", 1)
-	s := c.subscribe(channel)
+	sh := c.shardOf("rlunclaimed:{x}")
+	sh.arrive(channel, "me", 1)
+	s := c.subscribe(sh, channel)
 	require.NotNil(t, s)
 	s.deliver(addressedPrefix + "me")
 	for i := range 5000 {
@@ -87,6 +91,6 @@ func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 		t.Fatal("the arriving waiter's wake-up was dropped")
 	}
 	s.address("me", a, false)
-	c.arrive(channel, "me", -1)
+	sh.arrive(channel, "me", -1)
 	c.unsubscribe(s, false)
 }

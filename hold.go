@@ -10,7 +10,7 @@ import (
 type holdKey struct{ key, owner string }
 
 // hold is this process's record of an owner's holds on one lock. Its fields are guarded by
-// Client.mu, but for furthest.
+// its shard's mutex (see shards.go), but for furthest and endNano.
 type hold struct {
 	key, owner string
 	lk         *lock         // the lock that took it, to give it back
@@ -36,14 +36,14 @@ type hold struct {
 
 	// unacked: a renewal extended it in Redis but too few replicas acknowledged it (see
 	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
-	// back in Redis. Guarded by Client.mu.
+	// back in Redis.
 	unacked bool
 	// endNano is expires as UnixNano, for hold contexts to compare with the clock without
-	// Client.mu (see clocked).
+	// the shard's mutex (see clocked).
 	endNano atomic.Int64
 }
 
-// setExpires moves the local end of h's lease to t. Called with Client.mu held.
+// setExpires moves the local end of h's lease to t. Called with its shard's mutex held.
 func (h *hold) setExpires(t time.Time) {
 	h.expires = t
 	h.endNano.Store(t.UnixNano())
@@ -102,7 +102,7 @@ type holdCtxKey struct {
 }
 
 // holdCtx is the value a hold context carries under its holdCtxKey. Its Unlock fields are
-// guarded by Client.mu.
+// guarded by the mutex of h's shard.
 type holdCtx struct {
 	h     *hold
 	token int64
@@ -160,35 +160,39 @@ func (j joined) Value(key any) any {
 // holds, and returns its hold context. If the caller's context ended or the client closed
 // while the script ran, the hold is given back, with commands under cmd.
 func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner string, acc access, a attempt) (context.Context, error) {
-	c.mu.Lock()
+	sh := lk.sh
+	sh.mu.Lock()
 	err := parent.Err()
 	if c.closed.Load() {
 		err = ErrClosed
 	}
 	if err != nil {
-		c.mu.Unlock()
+		sh.mu.Unlock()
 		lk.owe(cmd, l, acc)
 		return nil, err
 	}
 	hk := holdKey{lk.keys.lock, owner}
-	h := c.holds[hk]
+	h := sh.holds[hk]
 	if h != nil && (a.count == 1 && h.count[acc] > 0 || h.ctx.Err() != nil) {
 		// Redis started a fresh hold, so the holds recorded here had already ended; or a hold
 		// context of h found the clock past h's end and ended them all (see clocked) before
 		// the reaper came round to it: this hold starts a new record.
 		if h.releasing > 0 {
-			c.finish(h, context.Canceled)
+			c.finish(sh, h, context.Canceled)
 		} else {
-			c.lose(h)
+			c.lose(sh, h)
 		}
 		h = nil
 	}
 	if h == nil {
 		h = &hold{key: lk.keys.lock, owner: owner, lk: lk, token: a.token, pruneAt: 8}
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
-		c.holds[hk] = h
-		c.holdStarted(h)
-		if len(c.holds) == 1 {
+		if sh.holds == nil {
+			sh.holds = make(map[holdKey]*hold)
+		}
+		sh.holds[hk] = h
+		sh.holdStarted(h)
+		if c.nholds.Add(1) == 1 {
 			c.kickWatch()
 		}
 	}
@@ -205,7 +209,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 	}
 	if end.After(h.expires) || lk.lease > 0 {
 		h.setExpires(end)
-		if c.reapAt.IsZero() || end.Before(c.reapAt) {
+		if at := c.reapAt.Load(); at == 0 || end.UnixNano() < at {
 			c.kickReaper()
 		}
 	}
@@ -213,12 +217,12 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h.furthest.Store(e)
 	}
 	ctx := c.holdContext(parent, lk, h, a.token, end)
-	c.unlock()
+	sh.unlock()
 	return ctx, nil
 }
 
 // holdContext derives the hold context of h, whose new hold has fencing token token and (with
-// a fixed lease) ends at end, from parent. Called with c.mu held.
+// a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
 func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
 	key := holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
@@ -251,30 +255,31 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 	return clock(ctx, h, trip, lk.lease > 0, end, cause)
 }
 
-// finish removes h and cancels its contexts with cause. Called with c.mu held; the caller
-// releases it with c.unlock, which reports the end to the observer.
-func (c *Client) finish(h *hold, cause error) {
-	c.retire(h, cause)
+// finish removes h and cancels its contexts with cause. Called with sh.mu held, sh being h's
+// shard; the caller releases it with sh.unlock, which reports the end to the observer.
+func (c *Client) finish(sh *shard, h *hold, cause error) {
+	c.retire(sh, h, cause)
 	h.end(cause)
 }
 
 // retire removes h from this process's holds and reports its end with cause, leaving its
-// contexts alone. Called with c.mu held.
-func (c *Client) retire(h *hold, cause error) {
+// contexts alone. Called with sh.mu held, sh being h's shard.
+func (c *Client) retire(sh *shard, h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
-	if c.holds[hk] == h {
-		delete(c.holds, hk)
-		if len(c.holds) == 0 {
+	if sh.holds[hk] == h {
+		delete(sh.holds, hk)
+		if c.nholds.Add(-1) == 0 {
 			c.kickWatch()
 		}
 	}
-	c.holdEnded(h, cause)
+	sh.holdEnded(h, cause)
 }
 
 // lose marks h lost, removes it and cancels its contexts with ErrLockLost. Its hold contexts
 // still reach it, so that Unlocks through them report ErrLockLost; nothing else keeps it
-// alive (holds that lapse and are never unlocked cost nothing). Called with c.mu held.
-func (c *Client) lose(h *hold) {
+// alive (holds that lapse and are never unlocked cost nothing). Called with sh.mu held, sh
+// being h's shard.
+func (c *Client) lose(sh *shard, h *hold) {
 	h.lost = true
-	c.finish(h, ErrLockLost)
+	c.finish(sh, h, ErrLockLost)
 }

@@ -16,9 +16,10 @@ import (
 // a lost acquire is resolved and its hold given back, a lost Unlock is replayed.
 
 // lane serialises this client's requests for one owner on one lock. turn holds a token while
-// a request is in flight; every other field is guarded by Client.mu.
+// a request is in flight; every other field is guarded by sh.mu.
 type lane struct {
 	hk   holdKey
+	sh   *shard // the shard of hk.key
 	turn chan struct{}
 	refs int   // calls using or waiting for the lane
 	lk   *lock // the lock that left work on the lane, to settle it
@@ -35,12 +36,12 @@ type lane struct {
 	outcome    error
 }
 
-// unsettled reports whether l carries work for later. Called with Client.mu held.
+// unsettled reports whether l carries work for later. Called with l.sh.mu held.
 func (l *lane) unsettled() bool {
 	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
 }
 
-// keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with Client.mu
+// keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with l.sh.mu
 // held.
 func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *holdCtx) {
 	l.lk, l.unlock, l.unlockAcc, l.unlockHold, l.unlockCtx = lk, p, acc, h, hc
@@ -50,7 +51,7 @@ func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *h
 }
 
 // takeOutcome returns the outcome of a settled Unlock that an Unlock with hold context hc
-// (nil for none) retries, and true; or false. Called with Client.mu held.
+// (nil for none) retries, and true; or false. Called with l.sh.mu held.
 func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
 	switch {
 	case hc != nil && hc.settled:
@@ -81,11 +82,11 @@ func (lk *lock) enterLane(ctx, cmd context.Context, owner string) (*lane, error)
 // takeLane waits for the turn of owner's lane on lk while ctx lives, settling nothing. It
 // returns ctx's error or ErrClosed, holding nothing, if those end the wait.
 func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
-	c := lk.c
-	c.mu.Lock()
-	l := c.laneOf(holdKey{lk.keys.lock, owner})
+	c, sh := lk.c, lk.sh
+	sh.mu.Lock()
+	l := sh.laneOf(holdKey{lk.keys.lock, owner})
 	l.refs++
-	c.mu.Unlock()
+	sh.mu.Unlock()
 	select {
 	case l.turn <- struct{}{}:
 	default:
@@ -102,12 +103,21 @@ func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
 	return l, nil
 }
 
-// laneOf returns the lane of hk, making it if there is none. Called with Client.mu held.
-func (c *Client) laneOf(hk holdKey) *lane {
-	l := c.lanes[hk]
+// laneOf returns the lane of hk, whose key is in sh, making it if there is none. Called with
+// sh.mu held.
+func (sh *shard) laneOf(hk holdKey) *lane {
+	l := sh.lanes[hk]
 	if l == nil {
-		l = &lane{hk: hk, turn: make(chan struct{}, 1)}
-		c.lanes[hk] = l
+		if l = sh.spare; l != nil {
+			sh.spare = nil
+			l.hk = hk
+		} else {
+			l = &lane{hk: hk, sh: sh, turn: make(chan struct{}, 1)}
+		}
+		if sh.lanes == nil {
+			sh.lanes = make(map[holdKey]*lane)
+		}
+		sh.lanes[hk] = l
 	}
 	return l
 }
@@ -118,12 +128,19 @@ func (lk *lock) exitLane(l *lane) {
 	lk.c.dropLane(l)
 }
 
-// dropLane drops one reference to l, forgetting it once unused and settled.
+// dropLane drops one reference to l, forgetting it once unused and settled. The caller must
+// not use l afterwards: a forgotten lane may be reused for another owner or lock (see spare).
 func (c *Client) dropLane(l *lane) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l.refs--; l.refs == 0 && !l.unsettled() && c.lanes[l.hk] == l {
-		delete(c.lanes, l.hk)
+	sh := l.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if l.refs--; l.refs == 0 && !l.unsettled() && sh.lanes[l.hk] == l {
+		delete(sh.lanes, l.hk)
+		if sh.spare == nil {
+			// Nobody holds its turn (a turn is taken and given back under a reference).
+			*l = lane{sh: sh, turn: l.turn}
+			sh.spare = l
+		}
 	}
 }
 
@@ -132,10 +149,10 @@ func (c *Client) dropLane(l *lane) {
 // is left is settled later (see settle). The turn is still held on return.
 func (lk *lock) leave(cmd context.Context, l *lane, r request) {
 	c := lk.c
-	c.mu.Lock()
+	l.sh.mu.Lock()
 	r.mode, r.join = resolveOnly, false
 	l.lostAcquire, l.lk = r, lk
-	c.mu.Unlock()
+	l.sh.mu.Unlock()
 	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
@@ -144,20 +161,20 @@ func (lk *lock) leave(cmd context.Context, l *lane, r request) {
 // turn of l is held.
 func (lk *lock) owe(cmd context.Context, l *lane, acc access) {
 	c := lk.c
-	c.mu.Lock()
+	l.sh.mu.Lock()
 	l.owed[acc]++
 	l.lk = lk
-	c.mu.Unlock()
+	l.sh.mu.Unlock()
 	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
 // oweHolds queues the give-back of every hold recorded in h (lost here, still held in Redis)
-// on its lane, for the watchdog to settle. Called with Client.mu held.
-func (c *Client) oweHolds(h *hold) {
+// on its lane, for the watchdog to settle. Called with sh.mu held, sh being h's shard.
+func (sh *shard) oweHolds(h *hold) {
 	if h.total() <= 0 {
 		return
 	}
-	l := c.laneOf(holdKey{h.key, h.owner})
+	l := sh.laneOf(holdKey{h.key, h.owner})
 	for acc, n := range h.count {
 		l.owed[acc] += n
 	}
@@ -188,9 +205,10 @@ func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration
 // transport error, which it returns; errors from Redis are logged and drop the work (the lease
 // bounds the damage).
 func (c *Client) settle(cmd context.Context, l *lane) error {
-	c.mu.Lock()
+	sh := l.sh
+	sh.mu.Lock()
 	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
-	c.mu.Unlock()
+	sh.mu.Unlock()
 	if lost.id != "" {
 		r := lost // (a copy per use: taking lost's address would allocate on every call)
 		a, err := lk.tryAcquire(cmd, &r)
@@ -200,22 +218,22 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 		if err != nil {
 			c.opts.Logger.Warn("rlock: resolving a lost acquire failed", "lock", lk.name, "error", err)
 		}
-		c.mu.Lock()
+		sh.mu.Lock()
 		l.lostAcquire = request{}
 		if err == nil && a.acquired {
 			l.owed[lost.access]++
 			owed[lost.access]++
 		}
-		c.mu.Unlock()
+		sh.mu.Unlock()
 	}
 	for acc := range owed {
 		for ; owed[acc] > 0; owed[acc]-- {
-			c.mu.Lock()
+			sh.mu.Lock()
 			if l.giveBack[acc].request == "" {
 				l.giveBack[acc] = pendingRelease{request: c.requestID()}
 			}
 			p := l.giveBack[acc]
-			c.mu.Unlock()
+			sh.mu.Unlock()
 			_, err := lk.releaseOnce(cmd, l.hk.owner, access(acc), &p)
 			if isTransport(err) {
 				return err
@@ -223,10 +241,10 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 			if err != nil {
 				c.opts.Logger.Warn("rlock: giving back a hold failed", "lock", lk.name, "error", err)
 			}
-			c.mu.Lock()
+			sh.mu.Lock()
 			l.owed[acc]--
 			l.giveBack[acc] = pendingRelease{}
-			c.mu.Unlock()
+			sh.mu.Unlock()
 		}
 	}
 	if unlock.request != "" {
@@ -235,9 +253,9 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 		if isTransport(err) {
 			return err
 		}
-		c.mu.Lock()
+		sh.mu.Lock()
 		if err == nil {
-			err = c.released(lk, l.unlockHold, l.unlockAcc, p, rel)
+			err = c.released(sh, lk, l.unlockHold, l.unlockAcc, p, rel)
 		}
 		if hc := l.unlockCtx; hc != nil {
 			hc.pending, hc.settled, hc.outcome = false, true, err
@@ -245,22 +263,22 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 			l.settled, l.outcome = true, err
 		}
 		l.unlock, l.unlockHold, l.unlockCtx = pendingRelease{}, nil, nil
-		c.unlock()
+		sh.unlock()
 	}
 	return nil
 }
 
 // settleLanes settles, for the watchdog, every lane with work left that nobody is using.
 func (c *Client) settleLanes() {
-	c.mu.Lock()
 	var todo []*lane
-	for _, l := range c.lanes {
-		if l.refs == 0 && l.unsettled() {
-			l.refs++
-			todo = append(todo, l)
+	c.each(func(sh *shard) {
+		for _, l := range sh.lanes {
+			if l.refs == 0 && l.unsettled() {
+				l.refs++
+				todo = append(todo, l)
+			}
 		}
-	}
-	c.mu.Unlock()
+	})
 	for _, l := range todo {
 		select {
 		case l.turn <- struct{}{}:

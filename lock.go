@@ -14,9 +14,9 @@ import (
 // (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) contributes only its scripts, its key
 // layout and how its waiters wake. Everything else is written once, here and in the files
 // named after it: owners and request ids (owner.go, rlock.go), acquiring and waiting
-// (lock.go, wait.go, pubsub.go), the hold registry and hold contexts (hold.go), releasing
-// (unlock.go), requests whose reply was lost (lane.go), leases, renewal and loss
-// (watchdog.go), and Close (rlock.go).
+// (lock.go, wait.go, pubsub.go), the client's state per name and its locking (shards.go), the
+// hold registry and hold contexts (hold.go), releasing (unlock.go), requests whose reply was
+// lost (lane.go), leases, renewal and loss (watchdog.go), and Close (rlock.go).
 
 // access is the way a hold holds its lock: exclusively (every kind but an RWMutex's read
 // holds) or shared (an RWMutex's read holds). An owner's holds of each access are counted
@@ -156,7 +156,8 @@ type lock struct {
 	// ownerless: every acquire is a new hold named by its request id, and hold contexts carry
 	// no owner (Semaphore).
 	ownerless bool
-	err       error // invalid name or option: returned by every call
+	err       error  // invalid name or option: returned by every call
+	sh        *shard // the client's state about this name (shardOf keys.lock)
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
@@ -190,6 +191,7 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		fencing: cfg.fencing,
 		err:     err,
 	}
+	lk.sh = c.shardOf(lk.keys.lock)
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
@@ -409,35 +411,36 @@ func (lk *lock) forceUnlock(ctx context.Context, s luaScript, keys, args []strin
 	if err := lk.check(ctx); err != nil {
 		return false, err
 	}
-	ended := lk.c.holdsOn(lk.keys.lock)
+	ended := lk.holds()
 	n, err := s.on(lk.c).Exec(ctx, lk.c.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}
-	lk.c.loseHolds(ended)
+	lk.loseHolds(ended)
 	return n == 1, nil
 }
 
-// holdsOn returns this process's holds on the lock key.
-func (c *Client) holdsOn(key string) []*hold {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// holds returns this process's holds on lk.
+func (lk *lock) holds() []*hold {
+	lk.sh.mu.Lock()
+	defer lk.sh.mu.Unlock()
 	var hs []*hold
-	for hk, h := range c.holds {
-		if hk.key == key {
+	for hk, h := range lk.sh.holds {
+		if hk.key == lk.keys.lock {
 			hs = append(hs, h)
 		}
 	}
 	return hs
 }
 
-// loseHolds marks those of hs that are still this process's holds lost.
-func (c *Client) loseHolds(hs []*hold) {
-	c.mu.Lock()
-	defer c.unlock()
+// loseHolds marks those of hs, holds on lk, that are still this process's holds lost.
+func (lk *lock) loseHolds(hs []*hold) {
+	sh := lk.sh
+	sh.mu.Lock()
+	defer sh.unlock()
 	for _, h := range hs {
-		if c.holds[holdKey{h.key, h.owner}] == h {
-			c.lose(h)
+		if sh.holds[holdKey{h.key, h.owner}] == h {
+			lk.c.lose(sh, h)
 		}
 	}
 }

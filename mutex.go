@@ -56,7 +56,7 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 		return released{}, err
 	}
 	if r[0] == 0 {
-		lk.c.courtesy(lk.keys.channel, lk.keys.lock, r[1], time.Since(sent))
+		lk.courtesy(r[1], time.Since(sent))
 	}
 	return released{left: r[0], total: r[0], woken: r[1]}, nil
 }

@@ -71,9 +71,7 @@ func (c *Client) watchServers() {
 		case <-c.watchKick:
 		case <-t.C:
 		}
-		c.mu.Lock()
-		n := len(c.holds)
-		c.mu.Unlock()
+		n := c.nholds.Load()
 		next := time.Hour
 		switch {
 		case n > 0:
@@ -162,22 +160,22 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 		slot uint16
 	}
 	groups := make(map[group][]*hold)
-	c.mu.Lock()
-	for _, h := range c.holds {
-		if h.watchdog || h.lost {
-			continue
+	c.each(func(sh *shard) {
+		for _, h := range sh.holds {
+			if h.watchdog || h.lost {
+				continue
+			}
+			k := "mutex" // check.lua's name for the kind's key layout
+			switch h.lk.kind.(type) {
+			case rwKind:
+				k = "rw"
+			case semKind:
+				k = "sem"
+			}
+			g := group{k, c.slotOf(h.key)}
+			groups[g] = append(groups[g], h)
 		}
-		k := "mutex" // check.lua's name for the kind's key layout
-		switch h.lk.kind.(type) {
-		case rwKind:
-			k = "rw"
-		case semKind:
-			k = "sem"
-		}
-		g := group{k, c.slotOf(h.key)}
-		groups[g] = append(groups[g], h)
-	}
-	c.mu.Unlock()
+	})
 	ok := true
 	for g, holds := range groups {
 		for len(holds) > 0 {
@@ -200,17 +198,21 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 				ok = false
 				continue
 			}
-			c.mu.Lock()
 			for i, h := range chunk {
+				if there[i] != 0 {
+					continue
+				}
 				hk := holdKey{h.key, h.owner}
-				if there[i] == 0 && !h.lost && h.releasing == 0 && c.holds[hk] == h &&
-					(c.lanes[hk] == nil || c.lanes[hk].unlock.request == "") {
+				sh := h.lk.sh
+				sh.mu.Lock()
+				if !h.lost && h.releasing == 0 && sh.holds[hk] == h &&
+					(sh.lanes[hk] == nil || sh.lanes[hk].unlock.request == "") {
 					c.opts.Logger.Warn("rlock: lock lost: the server no longer has it (restart or failover)",
 						"lock", h.lk.name, "owner", h.owner)
-					c.lose(h)
+					c.lose(sh, h)
 				}
+				sh.unlock()
 			}
-			c.unlock()
 		}
 	}
 	return ok

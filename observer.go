@@ -17,10 +17,10 @@ import (
 //
 // Methods are called synchronously, on the goroutine of the call that causes them (an
 // acquire or release call, ForceUnlock, ForceRelease, Close) or of the Client's watchdog or
-// reaper, and never while the Client's internal mutex is held; they may run concurrently with
-// each other. They should return quickly: a slow method delays the call that reports, and a
-// slow Event delays renewals. They may call into rlock (IsLocked, or
-// locks of other names), but Event must not Lock or Unlock the lock it reports on for the
+// reaper, and never while one of the Client's internal mutexes is held; they may run
+// concurrently with each other. They should return quickly: a slow method delays the call that
+// reports, and a slow Event delays renewals. They may call into rlock (IsLocked, or locks of
+// other names), but Event must not Lock or Unlock the lock it reports on for the
 // owner whose call reports it: that call may still hold the owner's turn on the lock (a
 // client sends one request at a time per owner and lock), so it would wait for itself.
 type Observer interface {
@@ -275,38 +275,24 @@ func (lk *lock) observeRelease(ctx context.Context, op Op, acc access) error {
 }
 
 // holdStarted queues the start of hold record h for the observer and stamps its start.
-// Called with c.mu held.
-func (c *Client) holdStarted(h *hold) {
-	if c.obs == nil {
+// Called with sh.mu held, sh being h's shard.
+func (sh *shard) holdStarted(h *hold) {
+	if sh.obs == nil {
 		return
 	}
 	h.start = time.Now()
-	c.events = append(c.events, Event{Type: EventHoldStarted, Lock: h.lk.info(), Owner: h.owner})
+	sh.events = append(sh.events, Event{Type: EventHoldStarted, Lock: h.lk.info(), Owner: h.owner})
 }
 
 // holdEnded queues the end of hold record h, with cause, for the observer, once per record.
-// Called with c.mu held.
-func (c *Client) holdEnded(h *hold, cause error) {
-	if c.obs == nil || h.reported {
+// Called with sh.mu held, sh being h's shard.
+func (sh *shard) holdEnded(h *hold, cause error) {
+	if sh.obs == nil || h.reported {
 		return
 	}
 	h.reported = true
-	c.events = append(c.events, Event{Type: EventHoldEnded, Lock: h.lk.info(), Owner: h.owner,
+	sh.events = append(sh.events, Event{Type: EventHoldEnded, Lock: h.lk.info(), Owner: h.owner,
 		Outcome: holdOutcome(cause), Held: time.Since(h.start), Cause: cause})
-}
-
-// unlock releases c.mu, then delivers the observer events queued while it was held.
-func (c *Client) unlock() {
-	if len(c.events) == 0 {
-		c.mu.Unlock()
-		return
-	}
-	events := c.events
-	c.events = nil
-	c.mu.Unlock()
-	for _, ev := range events {
-		c.obs.Event(ev)
-	}
 }
 
 // detach returns ctx without its cancellation and deadline, for a Redis command whose outcome

@@ -10,25 +10,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// muChecker is an Observer that checks, in every method, that Client.mu is free: it must be
-// able to take it. A caller that held it would never let go, so a check that fails for a
-// whole second means a method was called with it held (other goroutines hold it for
-// microseconds).
+// muChecker is an Observer that checks, in every method, that the mutexes of the Client's
+// shards are free: it must be able to take each. A caller that held one would never let go, so
+// a check that fails for a whole second means a method was called with it held (other
+// goroutines hold them for microseconds).
 type muChecker struct {
 	c     *Client
 	mu    sync.Mutex
 	calls map[string]int
-	held  []string // methods called while c.mu was held
+	held  []string // methods called while a shard's mutex was held
 }
 
 func (o *muChecker) check(what string) {
-	free := false
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if o.c.mu.TryLock() {
-			o.c.mu.Unlock()
-			free = true
+	free := true
+	deadline := time.Now().Add(time.Second)
+	for i := range o.c.shards {
+		mu := &o.c.shards[i].mu
+		for !mu.TryLock() {
+			if time.Now().After(deadline) {
+				free = false
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !free {
 			break
 		}
+		mu.Unlock()
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -57,7 +65,7 @@ func (o *muChecker) Event(ev Event) {
 
 // TestObserver_notUnderClientMutex runs every path that reports to the observer (calls, hold
 // starts and ends by Unlock, ForceUnlock, the watchdog, the reaper and Close, handoffs) and
-// checks that none calls it with Client.mu held.
+// checks that none calls it with a shard's mutex held.
 func TestObserver_notUnderClientMutex(t *testing.T) {
 	prefix := "rlobsmu" + NewOwnerID()[:8]
 	obs := &muChecker{calls: map[string]int{}}

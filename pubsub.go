@@ -21,13 +21,14 @@ const (
 )
 
 // subscription is this client's one subscription to a lock channel, shared by all local
-// waiters of that lock and reference-counted under Client.mu. It runs on rueidis' multiplexed
-// pub/sub, so it costs no connection of its own.
+// waiters of that lock and reference-counted under the mutex of the lock's shard. It runs on
+// rueidis' multiplexed pub/sub, so it costs no connection of its own.
 type subscription struct {
 	c         *Client
+	sh        *shard // the lock's shard, where the subscription is recorded
 	channel   string
-	refs      int       // guarded by Client.mu
-	holderEnd time.Time // the holder's lease bound as a waiter last saw it; guarded by Client.mu
+	refs      int       // guarded by sh.mu
+	holderEnd time.Time // the holder's lease bound as a waiter last saw it; guarded by sh.mu
 
 	// wake is the per-name waiter semaphore: an unlock message, or a (re)confirmed
 	// subscription after which messages may have been missed, leaves one permit, and one
@@ -85,7 +86,7 @@ func (s *subscription) deliver(msg string) {
 		return
 	}
 	addr, grant, _ := strings.Cut(rest, "\x00")
-	if s.tell(addr, grant) || !s.c.arriving(s.channel, addr) {
+	if s.tell(addr, grant) || !s.sh.arriving(s.channel, addr) {
 		return
 	}
 	s.mu.Lock()
@@ -118,17 +119,21 @@ func (s *subscription) tell(addr, grant string) bool {
 
 // arrive counts (delta 1) or uncounts (-1) a fair waiter of this client for owner on channel
 // that may miss an addressed wake-up: from before its first attempt until it leaves. Messages
-// for owners that are not arriving here are for other clients, and are dropped.
-func (c *Client) arrive(channel, owner string, delta int) {
+// for owners that are not arriving here are for other clients, and are dropped. sh is the
+// shard of the channel's lock.
+func (sh *shard) arrive(channel, owner string, delta int) {
 	k := holdKey{channel, owner}
-	c.mu.Lock()
-	c.arrivals[k] += delta
-	gone := c.arrivals[k] <= 0
-	if gone {
-		delete(c.arrivals, k)
+	sh.mu.Lock()
+	if sh.arrivals == nil {
+		sh.arrivals = make(map[holdKey]int)
 	}
-	s := c.subs[channel]
-	c.mu.Unlock()
+	sh.arrivals[k] += delta
+	gone := sh.arrivals[k] <= 0
+	if gone {
+		delete(sh.arrivals, k)
+	}
+	s := sh.subs[channel]
+	sh.mu.Unlock()
 	if gone && s != nil {
 		s.mu.Lock()
 		delete(s.unclaimed, owner)
@@ -137,10 +142,10 @@ func (c *Client) arrive(channel, owner string, delta int) {
 }
 
 // arriving reports whether a fair waiter for owner on channel is arriving (see arrive).
-func (c *Client) arriving(channel, owner string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.arrivals[holdKey{channel, owner}] > 0
+func (sh *shard) arriving(channel, owner string) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.arrivals[holdKey{channel, owner}] > 0
 }
 
 // confirmed runs when Redis confirms the subscription: an unlock published before that was
@@ -179,11 +184,11 @@ func (s *subscription) wakeReaders() {
 }
 
 // peekReaders returns channel's live subscription, if any, and its readers channel, without
-// taking a reference (see waiter.queue).
-func (c *Client) peekReaders(channel string) (*subscription, chan struct{}) {
-	c.mu.Lock()
-	s := c.subs[channel]
-	c.mu.Unlock()
+// taking a reference (see waiter.queue). sh is the shard of the channel's lock.
+func (sh *shard) peekReaders(channel string) (*subscription, chan struct{}) {
+	sh.mu.Lock()
+	s := sh.subs[channel]
+	sh.mu.Unlock()
 	if s == nil {
 		return nil, nil
 	}
@@ -223,21 +228,25 @@ func (s *subscription) address(addr string, a *addressee, add bool) {
 }
 
 // subscribe returns the shared subscription to channel with one more reference, starting it if
-// this is the first. It returns nil once the client is closed.
-func (c *Client) subscribe(channel string) *subscription {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// this is the first. sh is the shard of the channel's lock. It returns nil once the client is
+// closed.
+func (c *Client) subscribe(sh *shard, channel string) *subscription {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	if c.closed.Load() {
 		return nil
 	}
-	if s := c.subs[channel]; s != nil {
+	if s := sh.subs[channel]; s != nil {
 		s.refs++
 		return s
 	}
-	s := &subscription{c: c, channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &subscription{c: c, sh: sh, channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
-	c.subs[channel] = s
-	prev := c.retiring[channel]
+	if sh.subs == nil {
+		sh.subs = make(map[string]*subscription)
+	}
+	sh.subs[channel] = s
+	prev := sh.retiring[channel]
 	c.wg.Add(1)
 	go c.runSubscription(s, prev)
 	return s
@@ -246,18 +255,22 @@ func (c *Client) subscribe(channel string) *subscription {
 // unsubscribe drops one reference to s; the last one ends the subscription. A waiter leaving
 // without the lock hands a permit on, in case it had taken the one meant for the next waiter.
 func (c *Client) unsubscribe(s *subscription, handOn bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	sh := s.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	if s.refs--; s.refs > 0 {
 		if handOn {
 			permit(s.wake)
 		}
 		return
 	}
-	if c.subs[s.channel] == s {
-		delete(c.subs, s.channel)
+	if sh.subs[s.channel] == s {
+		delete(sh.subs, s.channel)
 	}
-	c.retiring[s.channel] = s.done
+	if sh.retiring == nil {
+		sh.retiring = make(map[string]chan struct{})
+	}
+	sh.retiring[s.channel] = s.done
 	s.cancel()
 }
 
@@ -267,11 +280,11 @@ func (c *Client) unsubscribe(s *subscription, handOn bool) {
 func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 	defer c.wg.Done()
 	defer func() {
-		c.mu.Lock()
-		if c.retiring[s.channel] == s.done {
-			delete(c.retiring, s.channel)
+		s.sh.mu.Lock()
+		if s.sh.retiring[s.channel] == s.done {
+			delete(s.sh.retiring, s.channel)
 		}
-		c.mu.Unlock()
+		s.sh.mu.Unlock()
 		close(s.done)
 	}()
 	if prev != nil {

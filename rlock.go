@@ -45,16 +45,12 @@ type Client struct {
 	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
 	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
-	mu       sync.Mutex
-	holds    map[holdKey]*hold        // this process's holds, by lock key and owner
-	lanes    map[holdKey]*lane        // request lanes in use or with work left (see lane.go)
-	subs     map[string]*subscription // live subscriptions by channel
-	retiring map[string]chan struct{} // channel -> closed when its old subscription is gone
-	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
-	arrivals map[holdKey]int          // fair waiters that may miss a wake-up, by channel and owner (see arrive)
-	reapAt   time.Time                // when the reaper wakes next; zero: only when kicked
-	soonAt   time.Time                // when the watchdog renews claimed holds; zero: not planned
-	events   []Event                  // for the observer, delivered once mu is released (see unlock)
+	shards [shardCount]shard // the state of lock names (see shards.go)
+	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
+	// reapAt is when the reaper wakes next (UnixNano); 0: only when kicked, or scanning (see
+	// reaper). soonAt is when the watchdog renews claimed holds (UnixNano); 0: not planned.
+	reapAt atomic.Int64
+	soonAt atomic.Int64
 }
 
 // idLen is the length of a client id; a request id is the client id and a counter.
@@ -88,12 +84,9 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		soon:      make(chan struct{}, 1),
 		recheck:   make(chan struct{}, 1),
 		watchKick: make(chan struct{}, 1),
-		holds:     make(map[holdKey]*hold),
-		lanes:     make(map[holdKey]*lane),
-		subs:      make(map[string]*subscription),
-		retiring:  make(map[string]chan struct{}),
-		yielding:  make(map[string]time.Time),
-		arrivals:  make(map[holdKey]int),
+	}
+	for i := range c.shards {
+		c.shards[i].obs = c.obs
 	}
 	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
 	if opts.RestartGrace > 0 {
@@ -119,14 +112,16 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
-	c.mu.Lock()
-	holds := c.holds
-	c.holds = make(map[holdKey]*hold)
-	for _, h := range holds {
-		c.holdEnded(h, ErrClosed)
-		h.end(ErrClosed)
-	}
-	c.unlock()
+	// Taking every shard's mutex after closed is set also waits out any subscribe or register
+	// that saw the client open: its wg.Add or hold is in before wg.Wait and this sweep.
+	c.each(func(sh *shard) {
+		for _, h := range sh.holds {
+			sh.holdEnded(h, ErrClosed)
+			h.end(ErrClosed)
+		}
+		c.nholds.Add(-int64(len(sh.holds)))
+		sh.holds = nil
+	})
 	c.wg.Wait()
 	close(c.closeDone)
 	return nil

@@ -35,15 +35,16 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 			hc = nil // a hold context of another owner, re-labelled with WithOwner
 		}
 	}
-	c.mu.Lock()
+	sh := lk.sh
+	sh.mu.Lock()
 	if hc != nil && hc.h.lost && hc.h.count[acc] > 0 && !hc.pending {
 		// A hold of this context whose loss the library already saw: Redis is not touched (the
 		// owner id may hold the lock anew, through another process).
 		hc.h.count[acc]--
-		c.mu.Unlock()
+		sh.mu.Unlock()
 		return lk.errorf("%w", ErrLockLost)
 	}
-	c.mu.Unlock()
+	sh.mu.Unlock()
 
 	cmd = detach(cmd)
 	l, err := lk.takeLane(context.Background(), owner)
@@ -55,17 +56,17 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		return lk.errorf("release: %w", err)
 	}
 
-	c.mu.Lock()
+	sh.mu.Lock()
 	if res, ok := l.takeOutcome(hc); ok {
-		c.mu.Unlock()
+		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
 	}
-	h := c.holds[holdKey{lk.keys.lock, owner}]
+	h := sh.holds[holdKey{lk.keys.lock, owner}]
 	p := pendingRelease{request: c.requestID(), validAtSend: h.valid()}
 	if h != nil {
 		h.releasing++
 	}
-	c.mu.Unlock()
+	sh.mu.Unlock()
 
 	var rel released
 	err = retryTransport(releaseBudget, func() (err error) {
@@ -73,8 +74,8 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		return err
 	})
 
-	c.mu.Lock()
-	defer c.unlock()
+	sh.mu.Lock()
+	defer sh.unlock()
 	if h != nil {
 		h.releasing--
 	}
@@ -84,7 +85,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		}
 		return err
 	}
-	return c.released(lk, h, acc, p, rel)
+	return c.released(sh, lk, h, acc, p, rel)
 }
 
 // pendingRelease is one release request, kept across retries.
@@ -96,9 +97,9 @@ type pendingRelease struct {
 
 // released applies the outcome rel of release request p, for access acc, to h, this
 // process's record of the holds it released (nil for none), and returns the error the release
-// reports. Called with c.mu held.
-func (c *Client) released(lk *lock, h *hold, acc access, p pendingRelease, rel released) error {
-	if h != nil && c.holds[holdKey{h.key, h.owner}] != h && !h.lost {
+// reports. Called with sh.mu held, sh being lk's shard.
+func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRelease, rel released) error {
+	if h != nil && sh.holds[holdKey{h.key, h.owner}] != h && !h.lost {
 		h = nil // ended meanwhile; a newer record is not this request's
 	}
 	if rel.left < 0 && p.ambiguous && p.validAtSend {
@@ -109,19 +110,19 @@ func (c *Client) released(lk *lock, h *hold, acc access, p pendingRelease, rel r
 	switch {
 	case rel.left < 0 && h != nil && h.count[acc] > 0:
 		h.count[acc]--
-		c.lose(h)
+		c.lose(sh, h)
 		return lk.errorf("%w", ErrLockLost)
 	case rel.left < 0:
 		return lk.errorf("%w", ErrNotHeld)
 	case h == nil:
 	case rel.total == 0:
-		c.finish(h, context.Canceled)
+		c.finish(sh, h, context.Canceled)
 	default:
 		if h.count[acc] > 0 {
 			h.count[acc]--
 		}
 		if h.total() <= 0 {
-			c.finish(h, context.Canceled)
+			c.finish(sh, h, context.Canceled)
 		}
 	}
 	return nil

@@ -106,11 +106,11 @@ func (w *waiter) wait() (attempt, error) {
 		return w.pubsub(a, err)
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.c.arrive(w.lk.keys.channel, w.address(), 1)
-		defer w.lk.c.arrive(w.lk.keys.channel, w.address(), -1)
+		w.lk.sh.arrive(w.lk.keys.channel, w.address(), 1)
+		defer w.lk.sh.arrive(w.lk.keys.channel, w.address(), -1)
 	}
 	if w.style.wake == wakeReaders && w.r.join {
-		w.peeked, w.woken = w.lk.c.peekReaders(w.lk.keys.channel)
+		w.peeked, w.woken = w.lk.sh.peekReaders(w.lk.keys.channel)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {
@@ -166,7 +166,7 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 // unlock published between the first attempt and the subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 	c := w.lk.c
-	s := c.subscribe(w.lk.keys.channel)
+	s := c.subscribe(w.lk.sh, w.lk.keys.channel)
 	if s == nil {
 		return a, ErrClosed
 	}
@@ -178,12 +178,12 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err != nil {
 			d = backoff.next()
 		} else {
-			c.noteHolder(s, d)
+			s.noteHolder(d)
 		}
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
-		if d := c.courtesyLeft(w.lk.keys.lock); d > 0 && !w.tried {
+		if d := w.lk.courtesyLeft(); d > 0 && !w.tried {
 			// A new call woken early (by the subscription's confirmation) keeps the window.
 			if err := w.sleep(d, nil); err != nil {
 				return attempt{}, err
@@ -230,7 +230,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
-		if s = c.subscribe(w.lk.keys.channel); s == nil {
+		if s = c.subscribe(w.lk.sh, w.lk.keys.channel); s == nil {
 			return a, ErrClosed
 		}
 		switch w.style.wake {
@@ -385,40 +385,45 @@ const (
 	maxCourtesy = 10 * time.Millisecond
 )
 
-// courtesy opens key's courtesy window after a release whose message reached woken clients,
+// courtesy opens lk's courtesy window after a release whose message reached woken clients,
 // if some of them are not this one; rtt is the release's round trip.
-func (c *Client) courtesy(channel, key string, woken int64, rtt time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.subs[channel]; s != nil && s.refs > 0 {
+func (lk *lock) courtesy(woken int64, rtt time.Duration) {
+	sh := lk.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.subs[lk.keys.channel]; s != nil && s.refs > 0 {
 		woken-- // this client's own subscription
 	}
 	if woken > 0 {
-		c.yielding[key] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+		if sh.yielding == nil {
+			sh.yielding = make(map[string]time.Time)
+		}
+		sh.yielding[lk.keys.lock] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
 	}
 }
 
-// courtesyLeft is what remains of key's courtesy window.
-func (c *Client) courtesyLeft(key string) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	until, ok := c.yielding[key]
+// courtesyLeft is what remains of lk's courtesy window.
+func (lk *lock) courtesyLeft() time.Duration {
+	sh := lk.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	until, ok := sh.yielding[lk.keys.lock]
 	if !ok {
 		return 0
 	}
 	left := time.Until(until)
 	if left <= 0 {
-		delete(c.yielding, key)
+		delete(sh.yielding, lk.keys.lock)
 	}
 	return left
 }
 
 // noteHolder records, for waiters that join s later, that the holder's lease bound is d from
 // now.
-func (c *Client) noteHolder(s *subscription, d time.Duration) {
-	c.mu.Lock()
+func (s *subscription) noteHolder(d time.Duration) {
+	s.sh.mu.Lock()
 	s.holderEnd = time.Now().Add(d)
-	c.mu.Unlock()
+	s.sh.mu.Unlock()
 }
 
 // What a new Lock does first (see Barging).
@@ -437,16 +442,16 @@ func (w *waiter) yield() (time.Duration, int) {
 	if _, ok := w.lk.wait.(pubSubWait); !ok {
 		return 0, yieldNo
 	}
-	c := w.lk.c
-	c.mu.Lock()
-	_, holds := c.holds[holdKey{w.lk.keys.lock, w.r.owner}]
-	s := c.subs[w.lk.keys.channel]
+	sh := w.lk.sh
+	sh.mu.Lock()
+	_, holds := sh.holds[holdKey{w.lk.keys.lock, w.r.owner}]
+	s := sh.subs[w.lk.keys.channel]
 	waiters := s != nil && s.refs > 0
 	var holderEnd time.Time
 	if waiters {
 		holderEnd = s.holderEnd
 	}
-	c.mu.Unlock()
+	sh.mu.Unlock()
 	switch {
 	case holds:
 		return 0, yieldNo
@@ -455,7 +460,7 @@ func (w *waiter) yield() (time.Duration, int) {
 	case waiters:
 		return 0, yieldProbe
 	}
-	if d := c.courtesyLeft(w.lk.keys.lock); d > 0 {
+	if d := w.lk.courtesyLeft(); d > 0 {
 		return d, yieldWait
 	}
 	return 0, yieldNo

@@ -39,10 +39,7 @@ func (c *Client) watchdog() {
 		case <-recheck.C:
 			checkAll = true
 		case <-c.soon:
-			c.mu.Lock()
-			at := c.soonAt
-			c.mu.Unlock()
-			soon.Reset(time.Until(at))
+			soon.Reset(time.Until(time.Unix(0, c.soonAt.Load())))
 			continue
 		case <-soon.C:
 			claimedOnly = true
@@ -71,9 +68,7 @@ func (c *Client) watchdog() {
 			continue
 		}
 		if claimedOnly {
-			c.mu.Lock()
-			c.soonAt = time.Time{}
-			c.mu.Unlock()
+			c.soonAt.Store(0)
 			c.settleLanes() // holds the reaper ended but Redis still has (see hold.unacked)
 			if !c.renewHolds(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
@@ -93,15 +88,21 @@ func (c *Client) watchdog() {
 }
 
 // renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
-// local end of a claim, or sooner. Called with c.mu held.
+// local end of a claim, or sooner.
 func (c *Client) renewSoon(end time.Time) {
-	at := time.Now().Add(time.Until(end) / 2)
-	if c.soonAt.IsZero() || at.Before(c.soonAt) {
-		c.soonAt = at
-		select {
-		case c.soon <- struct{}{}:
-		default:
+	at := time.Now().Add(time.Until(end) / 2).UnixNano()
+	for {
+		cur := c.soonAt.Load()
+		if cur != 0 && at >= cur {
+			return
 		}
+		if c.soonAt.CompareAndSwap(cur, at) {
+			break
+		}
+	}
+	select {
+	case c.soon <- struct{}{}:
+	default:
 	}
 }
 
@@ -120,7 +121,9 @@ func (c *Client) reaper() {
 	}
 	var endings []ending
 	for {
-		c.mu.Lock()
+		// While it scans, reapAt is 0, so that a hold registered in a shard already scanned
+		// kicks it again (see register).
+		c.reapAt.Store(0)
 		now := time.Now()
 		var next time.Time
 		soonest := func(at time.Time) {
@@ -135,33 +138,38 @@ func (c *Client) reaper() {
 				soonest(e.at)
 				continue
 			}
+			e.h.lk.sh.mu.Lock()
 			e.h.end(ErrLockLost)
+			e.h.lk.sh.mu.Unlock()
 		}
 		clear(endings[len(kept):])
 		endings = kept
-		for _, h := range c.holds {
-			switch {
-			case now.Before(h.expires):
-				soonest(h.expires)
-			case h.watchdog:
-				c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
-					"lock", h.lk.name, "owner", h.owner)
-				if h.unacked {
-					// The primary extended it: give it back there (the watchdog, at once),
-					// rather than leave the name held by nobody until that lease runs out.
-					c.oweHolds(h)
-					c.renewSoon(now)
+		c.each(func(sh *shard) {
+			for _, h := range sh.holds {
+				switch {
+				case now.Before(h.expires):
+					soonest(h.expires)
+				case h.watchdog:
+					c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
+						"lock", h.lk.name, "owner", h.owner)
+					if h.unacked {
+						// The primary extended it: give it back there (the watchdog, at once),
+						// rather than leave the name held by nobody until that lease runs out.
+						sh.oweHolds(h)
+						c.renewSoon(now)
+					}
+					c.lose(sh, h)
+				default:
+					h.lost = true
+					c.retire(sh, h, ErrLockLost)
+					endings = append(endings, ending{h, now.Add(reapGrace)})
+					soonest(now.Add(reapGrace))
 				}
-				c.lose(h)
-			default:
-				h.lost = true
-				c.retire(h, ErrLockLost)
-				endings = append(endings, ending{h, now.Add(reapGrace)})
-				soonest(now.Add(reapGrace))
 			}
+		})
+		if !next.IsZero() {
+			c.reapAt.Store(next.UnixNano())
 		}
-		c.reapAt = next
-		c.unlock()
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -173,11 +181,11 @@ func (c *Client) reaper() {
 		}
 		select {
 		case <-c.ctx.Done():
-			c.mu.Lock()
 			for _, e := range endings {
+				e.h.lk.sh.mu.Lock()
 				e.h.end(ErrClosed)
+				e.h.lk.sh.mu.Unlock()
 			}
-			c.mu.Unlock()
 			return
 		case <-t.C:
 		case <-c.reap:
@@ -189,9 +197,9 @@ func (c *Client) reaper() {
 // deadlines before it cancels what remains.
 const reapGrace = 100 * time.Millisecond
 
-// kickReaper makes the reaper look again. Called with c.mu held.
+// kickReaper makes the reaper look again.
 func (c *Client) kickReaper() {
-	c.reapAt = time.Time{}
+	c.reapAt.Store(0)
 	select {
 	case c.reap <- struct{}{}:
 	default:
@@ -215,27 +223,27 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 		slot   uint16
 	}
 	bySlot := make(map[group][]*hold)
-	c.mu.Lock()
 	now := time.Now()
 	// The renewal is worth waiting for until the last of these holds would end anyway (the
 	// reaper ends each at its local end, whatever the renewal does, and a hold it ended that
 	// the renewal extended after all is given back), and at least a third of the lease: a
 	// period's pipeline of many scripts on a busy server may take longer than that.
 	wait := c.lease / 3
-	for key, until := range c.yielding {
-		if now.After(until) {
-			delete(c.yielding, key)
+	c.each(func(sh *shard) {
+		for key, until := range sh.yielding {
+			if now.After(until) {
+				delete(sh.yielding, key)
+			}
 		}
-	}
-	for _, h := range c.holds {
-		if h.watchdog && (h.claimed || !claimedOnly) {
-			script, _ := h.lk.kind.renewal()
-			g := group{script, c.slotOf(h.key)}
-			bySlot[g] = append(bySlot[g], h)
-			wait = max(wait, h.expires.Sub(now))
+		for _, h := range sh.holds {
+			if h.watchdog && (h.claimed || !claimedOnly) {
+				script, _ := h.lk.kind.renewal()
+				g := group{script, c.slotOf(h.key)}
+				bySlot[g] = append(bySlot[g], h)
+				wait = max(wait, h.expires.Sub(now))
+			}
 		}
-	}
-	c.mu.Unlock()
+	})
 
 	var chunks []renewal
 	for g, holds := range bySlot {
@@ -370,18 +378,19 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 	if err == nil && len(renewed) != len(holds) {
 		err = errBadReply
 	}
-	c.mu.Lock()
-	defer c.unlock()
 	if errors.Is(err, ErrNotReplicated) && len(renewed) == len(holds) {
 		// The script ran on the primary: remember which holds it extended there.
 		for i, h := range holds {
 			if renewed[i] != 1 {
 				continue
 			}
+			sh := h.lk.sh
+			sh.mu.Lock()
 			if h.lost && !h.unacked && strings.HasPrefix(h.owner, c.id) {
-				c.oweHolds(h) // ended while this renewal was in flight (as below)
+				sh.oweHolds(h) // ended while this renewal was in flight (as below)
 			}
 			h.unacked = true
+			sh.mu.Unlock()
 		}
 	}
 	if err != nil {
@@ -389,40 +398,48 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
 				"locks", len(holds), "first", holds[0].lk.name, "error", err)
 			if c.obs != nil {
-				c.events = append(c.events, Event{Type: EventRenewalFailed, Lock: holds[0].lk.info(),
-					Cause: err, Locks: len(holds)})
+				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].lk.info(), Cause: err, Locks: len(holds)})
 			}
 		}
 		return false
 	}
 	end := localEnd(sent, c.lease)
 	for i, h := range holds {
-		hk := holdKey{h.key, h.owner}
-		if h.lost && renewed[i] == 1 && strings.HasPrefix(h.owner, c.id) {
-			// The reaper ended it while this renewal was in flight, which extended it after
-			// all: give its holds back rather than leave a lock held by nobody. (An owner
-			// from a context may also hold through another process: its lease bounds it.)
-			c.oweHolds(h)
-			continue
-		}
-		if h.lost || c.holds[hk] != h {
-			continue // released, lost or replaced meanwhile
-		}
-		switch {
-		case renewed[i] == 1:
-			h.setExpires(end)
-			h.claimed, h.unacked = false, false
-		case h.releasing > 0:
-			// An Unlock in flight released it.
-		case c.lanes[hk] != nil && c.lanes[hk].unlock.request != "":
-			// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
-			// tells which.
-		default:
-			c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
-			c.lose(h)
-		}
+		sh := h.lk.sh
+		sh.mu.Lock()
+		c.renewedOne(sh, h, renewed[i] == 1, end)
+		sh.unlock()
 	}
 	return true
+}
+
+// renewedOne applies a renewal's outcome to h: renewed until end, or not renewed. Called with
+// sh.mu held, sh being h's shard.
+func (c *Client) renewedOne(sh *shard, h *hold, renewed bool, end time.Time) {
+	hk := holdKey{h.key, h.owner}
+	if h.lost && renewed && strings.HasPrefix(h.owner, c.id) {
+		// The reaper ended it while this renewal was in flight, which extended it after
+		// all: give its holds back rather than leave a lock held by nobody. (An owner
+		// from a context may also hold through another process: its lease bounds it.)
+		sh.oweHolds(h)
+		return
+	}
+	if h.lost || sh.holds[hk] != h {
+		return // released, lost or replaced meanwhile
+	}
+	switch {
+	case renewed:
+		h.setExpires(end)
+		h.claimed, h.unacked = false, false
+	case h.releasing > 0:
+		// An Unlock in flight released it.
+	case sh.lanes[hk] != nil && sh.lanes[hk].unlock.request != "":
+		// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
+		// tells which.
+	default:
+		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
+		c.lose(sh, h)
+	}
 }
 
 // giveUpAfter returns a context for one renewal that stops waiting for the reply after d. It
