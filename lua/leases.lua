@@ -33,14 +33,16 @@ local function expireWith(H, L, t, floor)
 end
 
 -- dropLapsedRW removes from a read-write lock's hash H the holds whose lease in L ended by t
--- (and the writer, if its write hold was one of them).
+-- (and the writer, if its write hold was one of them); it returns how many it removed.
 local function dropLapsedRW(H, L, t)
-  for _, m in ipairs(lapsed(L, t)) do
+  local dead = lapsed(L, t)
+  for _, m in ipairs(dead) do
     redis.call('hdel', H, m, '\1g' .. m)
     if string.sub(m, 1, 2) == 'w:' then
       redis.call('hdel', H, '\1w')
     end
   end
+  return #dead
 end
 
 -- dropLapsedSem removes from a semaphore's hash H the holds whose lease in L ended by t, and

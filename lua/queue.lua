@@ -22,10 +22,11 @@ local function purgeQueue(Q, D, t)
 end
 
 -- keepFor makes key K live at least ms more: it never shortens an expiry that other waiters'
--- places (with longer FairWaitTimeouts) set. (PEXPIRE GT would leave a key without expiry so.)
+-- places (with longer FairWaitTimeouts) set. PEXPIRE GT does it in one call when it extends
+-- (a waiter's refresh, the usual case); GT takes a key without expiry (just made, or edited)
+-- for one that lives forever, so when GT changes nothing PTTL tells that case apart.
 local function keepFor(K, ms)
-  local left = redis.call('pttl', K)
-  if left == -1 or (left >= 0 and left < ms) then
+  if redis.call('pexpire', K, ms, 'GT') == 0 and redis.call('pttl', K) == -1 then
     redis.call('pexpire', K, ms)
   end
 end
