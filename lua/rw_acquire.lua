@@ -70,10 +70,10 @@ local f = fields()
 mustBeKind(H, 'rw', f[1])
 -- Type checks before any write (dropLapsedRW below reads the leases L first): the waiting
 -- writers (plain; their count also says whether W exists) or the queue and deadlines (fair).
-local wn = 0
+local wn, dn = 0, 0
 if fair then
   redis.call('llen', Q)
-  redis.call('zcard', D)
+  dn = redis.call('zcard', D)
 else
   wn = redis.call('zcard', W)
 end
@@ -182,7 +182,7 @@ if not fair then
     -- the usual contended case: wait (refresh the place); the holders' leases bound the sleep
     if join then
       redis.call('zadd', W, t + wait, owner)
-      keepFor(W, wait)
+      keepFor(W, wait, wn == 0)
     end
     return {0, bound(), 1}
   end
@@ -239,7 +239,7 @@ else
 end
 local joined = 0
 if join then
-  joined = joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait, dn == 0)
   if not pos then
     if acc == 'r' then
       next = not firstWriter

@@ -53,7 +53,7 @@ mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 redis.call('zcard', L)
 redis.call('llen', Q)
-redis.call('zcard', D)
+local dn = redis.call('zcard', D)
 local t = now()
 if stored and tonumber(stored) ~= permits and
     (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
@@ -87,7 +87,7 @@ end
 
 local joined = 0
 if join then
-  joined = joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait, dn == 0)
   head = head or entry
 end
 keepSem(H, L, Q, D, t, used, permits)
