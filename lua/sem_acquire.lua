@@ -108,10 +108,11 @@ end
 if got[1] and tonumber(stored) == permits and #deadL == 0 and not purged then
   -- Nothing held changed and the hash has its fields: the hash and the leases (which share
   -- its expiry, see keepSem) only must outlive this waiter's place; their expiry covers every
-  -- lease and every other place already.
+  -- lease and every other place already. Both have one (the script that made them set it, and
+  -- were it edited away, the next release's keepSem sets it again), so GT alone does.
   if join then
-    keepFor(H, wait)
-    keepFor(L, wait)
+    redis.call('pexpire', H, wait, 'GT')
+    redis.call('pexpire', L, wait, 'GT')
   end
 else
   keepSem(H, L, Q, D, t, used, permits)
