@@ -105,6 +105,14 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 				budget = 14
 			}
 			assert.LessOrEqual(t, s.calls(rwAcquireScript, acq, attempt("B")...), budget, "a waiting writer's retry")
+			rel := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.channel, k.fence}
+			budget = 4 // HMGET ZRANGE DEL PUBLISH: the last hold goes, waking the waiters
+			if fair == "fair" {
+				budget = 22 // the grant to the queued writer
+			}
+			assert.LessOrEqual(t, s.calls(rwReleaseScript, rel, "A", "r1", "w", fair), budget, "the writer's release")
+			r := s.run(rwAcquireScript, acq, attempt("B")...)
+			assert.Equal(t, int64(1), r[0], "B takes the lock, or was granted it")
 		})
 	}
 
