@@ -102,7 +102,7 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 			pause()
 			budget := int64(8) // EXISTS HMGET ZCARD TIME ZRANGEBYSCORE ZRANGE ZADD PEXPIRE
 			if fair == "fair" {
-				budget = 14
+				budget = 11
 			}
 			assert.LessOrEqual(t, s.calls(rwAcquireScript, acq, attempt("B")...), budget, "a waiting writer's retry")
 			rel := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.channel, k.fence}

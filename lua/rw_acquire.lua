@@ -68,12 +68,15 @@ local function fields()
 end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
--- Type checks before any write (dropLapsedRW below reads the leases L first): the waiting
--- writers (plain; their count also says whether W exists) or the queue and deadlines (fair).
-local wn, dn = 0, 0
+-- Every key is read before anything is written (a key of the wrong type raises with nothing
+-- changed): the holds whose lease ended; the waiting writers (plain: their count, which also
+-- says whether W exists) or the waiters whose place ran out and the queue (fair).
+local t = now()
+local deadL = redis.call('zrangebyscore', L, '-inf', t)
+local wn, deadD, entries = 0, nil, nil
 if fair then
-  redis.call('llen', Q)
-  dn = redis.call('zcard', D)
+  deadD = redis.call('zrangebyscore', D, '-inf', t)
+  entries = redis.call('lrange', Q, 0, -1)
 else
   wn = redis.call('zcard', W)
 end
@@ -81,8 +84,7 @@ if counter and badCounter(redis.call('get', counter)) then
   return redis.error_reply('ERR fencing counter is not an integer or out of range')
 end
 
-local t = now()
-if dropLapsedRW(H, L, t) > 0 then
+if dropLapsedRW(H, L, t, deadL) > 0 then
   f = fields() -- a lapsed hold may have been one of those read
 end
 
@@ -204,10 +206,21 @@ if not fair then
   return {0, -2, 0}
 end
 
--- Fair: the next to go are the entries up to the first writer (readers), or that writer
--- alone when it heads the queue.
-local head = purgeQueue(Q, D, t)
-local entries = redis.call('lrange', Q, 0, -1)
+-- Fair: waiters whose place ran out leave the queue (as purgeQueue does, with the queue read
+-- above), and so do heads without a deadline (a key evicted or edited).
+if #deadD > 0 then
+  for _, e in ipairs(deadD) do
+    redis.call('lrem', Q, 0, e)
+  end
+  redis.call('zremrangebyscore', D, '-inf', t)
+  entries = redis.call('lrange', Q, 0, -1)
+end
+while entries[1] and not redis.call('zscore', D, entries[1]) do
+  redis.call('lpop', Q)
+  table.remove(entries, 1)
+end
+-- The next to go are the entries up to the first writer (readers), or that writer alone when
+-- it heads the queue.
 local pos, firstWriter = nil, nil
 for i, e in ipairs(entries) do
   if not pos and e == entry then
@@ -239,7 +252,7 @@ else
 end
 local joined = 0
 if join then
-  joined = joinQueue(Q, D, entry, t, wait, dn == 0)
+  joined = joinQueue(Q, D, entry, t, wait, false)
   if not pos then
     if acc == 'r' then
       next = not firstWriter
