@@ -15,7 +15,10 @@
 -- or a fencing counter that is not a number raises an error with nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 
-if redis.call('exists', KEYS[1]) == 0 then
+-- PTTL answers both questions a failed attempt asks: is the lock there (-2: no) and how long
+-- its lease runs; it type-checks nothing, so the HMGET below raises WRONGTYPE for a non-hash.
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
   if mode ~= 'take' then
     return {0, -2}
   end
@@ -24,8 +27,11 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {0, grace} -- a restarted server: look again when its grace has passed
   end
   local t = fence(KEYS[2], true)
-  redis.call('hset', KEYS[1], owner, 1)
-  record(KEYS[1], owner, req, 1)
+  if owner == req then
+    redis.call('hset', KEYS[1], owner, 1)
+  else
+    redis.call('hset', KEYS[1], owner, 1, marker(req, owner), req .. ':1') -- with its record
+  end
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, 1, t}
 end
@@ -48,4 +54,4 @@ if held[1] then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, count, t}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, pttl}

@@ -63,10 +63,17 @@ if live == 0 and graceLeft() == 0 then
 end
 entry = queueEntry(owner, req, ARGV[8], ARGV[5])
 do
-  -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.)
-  local n, held = replayed(KEYS[1], owner, owner, req)
+  -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.) One HMGET
+  -- reads the owner's count, its replay record, the kind and the grant record.
+  local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), '\1k', '\1g')
+  local n
+  if owner == req and held[1] then
+    n = tonumber(held[1]) -- an owner made for this request: any hold of it is the request's
+  else
+    n = recorded(held[2], req)
+  end
   mustBeKind(KEYS[1], '', held[3])
-  if held[1] and redis.call('hget', KEYS[1], '\1g') == req then
+  if held[1] and held[4] == req then
     -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
     local left = redis.call('pttl', KEYS[1])
     if left == 0 then
@@ -115,7 +122,8 @@ for i = 1, #dead do
   redis.call('lrem', KEYS[2], 0, dead[i])
   redis.call('zrem', KEYS[3], dead[i])
 end
-if redis.call('llen', KEYS[2]) ~= redis.call('zcard', KEYS[3]) then
+local queued = redis.call('zcard', KEYS[3])
+if redis.call('llen', KEYS[2]) ~= queued then
   -- One key lost entries the other has: keep the queued owners that have a deadline, once
   -- each and in queue order, then the owners that have a deadline but no place, by deadline.
   local seen, keep = {}, {}
@@ -136,7 +144,7 @@ if redis.call('llen', KEYS[2]) ~= redis.call('zcard', KEYS[3]) then
     redis.call('rpush', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
   end
   if #keep > 0 then
-    keepFor(KEYS[2], tonumber(ARGV[6]))
+    keepFor(KEYS[2], tonumber(ARGV[6]), true) -- made anew above
   end
   dead = {1}
 end
@@ -150,7 +158,7 @@ end
 
 local joined = 0
 if ARGV[7] == 'wait' then
-  joined = joinQueue(KEYS[2], KEYS[3], entry, now, tonumber(ARGV[6]))
+  joined = joinQueue(KEYS[2], KEYS[3], entry, now, tonumber(ARGV[6]), queued == 0)
   head = head or entry
 end
 if head == entry then

@@ -16,6 +16,5 @@ if redis.call('exists', KEYS[3], KEYS[4]) == 0 then
   redis.call('del', KEYS[1])
   return {0, 0}
 end
-redis.call('llen', KEYS[3])
-redis.call('zcard', KEYS[4])
+-- (handOver reads the queue and the deadlines before it writes: see liveHead)
 return {0, handOver(KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], now())}

@@ -21,26 +21,56 @@ local function purgeQueue(Q, D, t)
   return head
 end
 
+-- liveHead returns the head of queue Q whose deadline in zset D is later than t (or false),
+-- dropping the dead heads before it (a head without a deadline is dead). Dead waiters further
+-- back stay until they reach the head or an attempt purges them (purgeQueue): a release that
+-- grants or wakes the head reads 2 keys, not the whole deadline set. When the queue is empty
+-- D is read once all the same, so that a key of the wrong type raises before any write.
+local function liveHead(Q, D, t)
+  local head = redis.call('lindex', Q, 0)
+  if not head then
+    redis.call('zcard', D)
+    return false
+  end
+  while head do
+    local s = redis.call('zscore', D, head)
+    if s and tonumber(s) > t then
+      return head
+    end
+    redis.call('lpop', Q)
+    if s then
+      redis.call('zrem', D, head)
+    end
+    head = redis.call('lindex', Q, 0)
+  end
+  return false
+end
+
 -- keepFor makes key K live at least ms more: it never shortens an expiry that other waiters'
--- places (with longer FairWaitTimeouts) set. (PEXPIRE GT would leave a key without expiry so.)
-local function keepFor(K, ms)
-  local left = redis.call('pttl', K)
-  if left == -1 or (left >= 0 and left < ms) then
+-- places (with longer FairWaitTimeouts) set. A key the caller knows it just made (fresh) has
+-- no expiry yet and gets one in one call; otherwise PEXPIRE GT does it in one call when it
+-- extends (a waiter's refresh, the usual case), and since GT takes a key without expiry (one
+-- edited) for one that lives forever, PTTL tells that case apart when GT changed nothing.
+local function keepFor(K, ms, fresh)
+  if fresh then
+    redis.call('pexpire', K, ms)
+  elseif redis.call('pexpire', K, ms, 'GT') == 0 and redis.call('pttl', K) == -1 then
     redis.call('pexpire', K, ms)
   end
 end
 
 -- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
 -- deadline if it is queued already; it returns 1 if it put the entry there (joined anew), else
--- 0. The keys live at least wait more, never less than they did.
-local function joinQueue(Q, D, entry, t, wait)
-  local joined = 0
+-- 0. The keys live at least wait more, never less than they did. freshD: the caller read D
+-- empty (or missing) in this call, so the ZADD made it.
+local function joinQueue(Q, D, entry, t, wait, freshD)
+  local joined, freshQ = 0, false
   if redis.call('zadd', D, t + wait, entry) == 1 then
-    redis.call('rpush', Q, entry)
+    freshQ = redis.call('rpush', Q, entry) == 1
     joined = 1
   end
-  keepFor(Q, wait)
-  keepFor(D, wait)
+  keepFor(Q, wait, freshQ)
+  keepFor(D, wait, freshD)
   return joined
 end
 
@@ -78,12 +108,12 @@ local function grantMessage(addr, req, tok, claim)
 end
 
 -- handOver frees a fair Mutex (hash H) for the queue Q (deadlines D) at server time t: it
--- purges dead waiters and gives the lock to the live head, with a fencing token from counter F
--- if its entry asks for one, and a lease of its claim; a head that asked for no claim is only
--- woken (channel C). A bad fencing counter raises an error before H is touched. Returns the
+-- drops the dead heads (see liveHead) and gives the lock to the live head, with a fencing
+-- token from counter F if its entry asks for one, and a lease of its claim; a head that asked
+-- for no claim is only woken (channel C). A bad fencing counter raises an error before H is touched. Returns the
 -- clients the message reached.
 local function handOver(H, Q, D, C, F, t)
-  local head = purgeQueue(Q, D, t)
+  local head = liveHead(Q, D, t)
   if not head then
     redis.call('del', H)
     return 0

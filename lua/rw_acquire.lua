@@ -60,20 +60,33 @@ if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
 end
 
 local entry = queueEntry(field, req, ARGV[10], ARGV[6])
-mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
-redis.call('zcard', L)
+-- One HMGET reads every field of the hash this call needs: kind, this request's grant, the
+-- hold count of this kind, the replay record, the owner's holds of both kinds, the writer.
+local function fields()
+  return redis.call('hmget', H, '\1k', '\1g' .. field, field, marker(req, owner), 'r:' .. owner,
+    'w:' .. owner, '\1w')
+end
+local f = fields()
+mustBeKind(H, 'rw', f[1])
+-- Every key is read before anything is written (a key of the wrong type raises with nothing
+-- changed): the holds whose lease ended; the waiting writers (plain: their count, which also
+-- says whether W exists) or the waiters whose place ran out and the queue (fair).
+local t = now()
+local deadL = redis.call('zrangebyscore', L, '-inf', t)
+local wn, deadD, entries = 0, nil, nil
 if fair then
-  redis.call('llen', Q)
-  redis.call('zcard', D)
+  deadD = redis.call('zrangebyscore', D, '-inf', t)
+  entries = redis.call('lrange', Q, 0, -1)
 else
-  redis.call('zcard', W)
+  wn = redis.call('zcard', W)
 end
 if counter and badCounter(redis.call('get', counter)) then
   return redis.error_reply('ERR fencing counter is not an integer or out of range')
 end
 
-local t = now()
-dropLapsedRW(H, L, t)
+if dropLapsedRW(H, L, t, deadL) > 0 then
+  f = fields() -- a lapsed hold may have been one of those read
+end
 
 -- holds gives owner's hold of this kind a fresh lease and the keys their expiry.
 local function hold(count, new)
@@ -83,12 +96,16 @@ local function hold(count, new)
   return {1, count, tok}
 end
 
-local granted = redis.call('hmget', H, '\1g' .. field, field)
-if granted[1] == req and granted[2] then
+if f[2] == req and f[3] then
   local ends = redis.call('zscore', L, field)
-  return {1, tonumber(granted[2]), fence(counter, false), math.max(tonumber(ends or '0') - t, 1)}
+  return {1, tonumber(f[3]), fence(counter, false), math.max(tonumber(ends or '0') - t, 1)}
 end
-local n = replayed(H, field, owner, req)
+local n
+if owner == req and f[3] then
+  n = tonumber(f[3]) -- an owner made for this request: any hold of it is the request's
+else
+  n = recorded(f[4], req)
+end
 if n then
   if mode == 'resolve' then
     return {1, n, fence(counter, false)}
@@ -99,8 +116,7 @@ if mode == 'resolve' then
   return {0, -2, 0}
 end
 
-local mine = redis.call('hmget', H, 'r:' .. owner, 'w:' .. owner)
-if mine[2] or (acc == 'r' and mine[1]) then
+if f[6] or (acc == 'r' and f[5]) then
   -- Re-entry, or the writer taking a read hold: never waits.
   local count = redis.call('hincrby', H, field, 1)
   record(H, owner, req, count)
@@ -109,26 +125,27 @@ if mine[2] or (acc == 'r' and mine[1]) then
   end
   return hold(count, false)
 end
-if acc == 'w' and mine[1] then
+if acc == 'w' and f[5] then
   return {-1}
 end
 if mode == 'reenter' then
   return {0, -2, 0}
 end
 
-local writer = redis.call('hget', H, '\1w')
-local holders = redis.call('zcard', L)
+-- The latest lease (none when nobody holds): whether anyone holds, and until when.
+local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+local writer = f[7]
+local held = last[2] ~= nil
 local grace = graceLeft()
 if grace > 0 then
   -- a restarted server: as if a writer held the lock until its grace has passed
   writer = writer or ''
-  holders = holders + 1
+  held = true
 end
 
 -- bound is how long a waiter may sleep: until the latest lease ends (an expiry publishes
 -- nothing), or FairWaitTimeout when only waiters are ahead; not before the grace has passed.
 local function bound()
-  local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
   if last[2] then
     return math.max(tonumber(last[2]) - t, grace, 1)
   end
@@ -139,53 +156,71 @@ local function bound()
 end
 
 local function take(new)
-  redis.call('hset', H, field, 1, '\1k', 'rw')
+  local set = {'hset', H, field, 1, '\1k', 'rw'}
   if acc == 'w' then
-    redis.call('hset', H, '\1w', owner)
+    set[#set + 1], set[#set + 2] = '\1w', owner
   end
-  record(H, owner, req, 1)
+  if owner ~= req then
+    set[#set + 1], set[#set + 2] = marker(req, owner), req .. ':1' -- its record (see record)
+  end
+  redis.call(unpack(set))
   return hold(1, new)
 end
 
 if not fair then
-  redis.call('zremrangebyscore', W, '-inf', t)
-  local waiting = redis.call('zcard', W)
   if acc == 'r' then
     if writer then
       return {0, bound(), 0}
     end
-    if waiting > 0 then
-      -- held back by waiting writers: look again when the first of their places runs out,
-      -- which publishes nothing (a writer that died while waiting)
-      local first = redis.call('zrange', W, 0, 0, 'WITHSCORES')
+    -- held back by waiting writers: look again when the first of their places runs out,
+    -- which publishes nothing (a writer that died while waiting)
+    local first = wn > 0 and redis.call('zrangebyscore', W, '(' .. t, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if first and first[2] then
       return {0, math.max(tonumber(first[2]) - t, 0) + 1, 0}
     end
     return take(false)
   end
-  local queued = redis.call('zscore', W, owner)
-  if queued then
-    waiting = waiting - 1
+  if held then
+    -- the usual contended case: wait (refresh the place); the holders' leases bound the sleep
+    if join then
+      redis.call('zadd', W, t + wait, owner)
+      keepFor(W, wait, wn == 0)
+    end
+    return {0, bound(), 1}
   end
-  if holders == 0 and (join or waiting == 0) then
+  local waiting, queued = 0, nil
+  if wn > 0 then
+    redis.call('zremrangebyscore', W, '-inf', t)
+    waiting = redis.call('zcard', W)
+    queued = redis.call('zscore', W, owner)
+    if queued then
+      waiting = waiting - 1
+    end
+  end
+  if join or waiting == 0 then
     if queued then
       redis.call('zrem', W, owner)
     end
     return take(true)
   end
-  if join then
-    redis.call('zadd', W, t + wait, owner)
-    keepFor(W, wait)
-  end
-  if holders == 0 then
-    return {0, -2, 0}
-  end
-  return {0, bound(), 1}
+  return {0, -2, 0}
 end
 
--- Fair: the next to go are the entries up to the first writer (readers), or that writer
--- alone when it heads the queue.
-local head = purgeQueue(Q, D, t)
-local entries = redis.call('lrange', Q, 0, -1)
+-- Fair: waiters whose place ran out leave the queue (as purgeQueue does, with the queue read
+-- above), and so do heads without a deadline (a key evicted or edited).
+if #deadD > 0 then
+  for _, e in ipairs(deadD) do
+    redis.call('lrem', Q, 0, e)
+  end
+  redis.call('zremrangebyscore', D, '-inf', t)
+  entries = redis.call('lrange', Q, 0, -1)
+end
+while entries[1] and not redis.call('zscore', D, entries[1]) do
+  redis.call('lpop', Q)
+  table.remove(entries, 1)
+end
+-- The next to go are the entries up to the first writer (readers), or that writer alone when
+-- it heads the queue.
 local pos, firstWriter = nil, nil
 for i, e in ipairs(entries) do
   if not pos and e == entry then
@@ -208,7 +243,7 @@ if acc == 'r' then
   end
 else
   next = (pos == 1) or (not pos and #entries == 0)
-  if next and holders == 0 then
+  if next and not held then
     if pos then
       leaveQueue(Q, D, entry)
     end
@@ -217,7 +252,7 @@ else
 end
 local joined = 0
 if join then
-  joined = joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait, false)
   if not pos then
     if acc == 'r' then
       next = not firstWriter
@@ -226,7 +261,7 @@ if join then
     end
   end
 end
-if holders == 0 then
+if not held then
   return {0, -2, next and 1 or 0, joined}
 end
 return {0, bound(), next and 1 or 0, joined}

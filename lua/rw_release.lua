@@ -15,7 +15,8 @@
 -- client: a writer). Fair: when the lock frees up for the queue's head, it is granted to the
 -- head (see grantRW).
 -- Returns {remaining holds of that kind, clients woken, remaining holds of both kinds}; -1 as
--- the first element: the owner held none of that kind (nothing is written but lapsed holds).
+-- the first element: the owner held none of that kind (nothing is written but lapsed holds and
+-- waiters whose place ran out).
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
@@ -24,7 +25,12 @@ local field = acc .. ':' .. owner
 -- go, as the full path below would leave them, and no grant needs the fencing counter. The
 -- hash and the leases expire with the latest lease (see expireWith), so while the hash exists
 -- a lone lease has not ended (to the millisecond that the keys' expiry has).
-local got = redis.call('hmget', H, '\1k', field, marker(req, owner))
+-- One HMGET: kind, this hold count, the replay record, the owner's counts of both kinds, the
+-- writer.
+local function fields()
+  return redis.call('hmget', H, '\1k', field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, '\1w')
+end
+local got = fields()
 mustBeKind(H, 'rw', got[1])
 local only = got[2] == '1' and not recorded(got[3], req) and redis.call('zrange', L, 0, 1)
 if only and #only == 1 and only[1] == field and (not fair or redis.call('exists', Q, D) == 0) then
@@ -35,50 +41,60 @@ if only and #only == 1 and only[1] == field and (not fair or redis.call('exists'
   end
   return {0, woken, 0}
 end
-redis.call('zcard', L)
+
+-- Every key is read before anything is written (a key of the wrong type raises with nothing
+-- changed): the holds whose lease ended, the counter the grants need, then (fair) the queue's
+-- head, whose dead waiters purgeQueue drops (it reads the deadlines before it writes).
+local t = now()
+local dead = redis.call('zrangebyscore', L, '-inf', t)
+local head = false
 if fair then
-  redis.call('llen', Q)
-  redis.call('zcard', D)
   if badCounter(redis.call('get', F)) then
     return redis.error_reply('ERR fencing counter is not an integer or out of range')
   end
+  head = purgeQueue(Q, D, t)
+end
+if dropLapsedRW(H, L, t, dead) > 0 then
+  got = fields() -- a lapsed hold may have been one of those read
 end
 
-local t = now()
-dropLapsedRW(H, L, t)
-
+-- mine: the owner's hold counts of both kinds, kept as this script changes them
+local mine = {r = tonumber(got[4] or '0'), w = tonumber(got[5] or '0')}
 local function total()
-  local mine = redis.call('hmget', H, 'r:' .. owner, 'w:' .. owner)
-  return tonumber(mine[1] or '0') + tonumber(mine[2] or '0')
+  return mine.r + mine.w
 end
 
-local held = redis.call('hmget', H, field, marker(req, owner))
-local n = recorded(held[2], req)
+local n = recorded(got[3], req)
 if n then
   return {n, 0, total()}
 end
-if not held[1] then
+if not got[2] then
   return {-1, 0, total()}
 end
-if tonumber(held[1]) > 1 then
+if tonumber(got[2]) > 1 then
   local count = redis.call('hincrby', H, field, -1)
   record(H, owner, req, count)
+  mine[acc] = count
   return {count, 0, total()}
 end
 
-redis.call('hdel', H, field, '\1g' .. field)
-redis.call('zrem', L, field)
-if acc == 'w' then
-  redis.call('hdel', H, '\1w')
-end
+mine[acc] = 0
 local left = total()
+local gone = {'hdel', H, field, '\1g' .. field}
+if acc == 'w' then
+  gone[#gone + 1] = '\1w'
+end
 if left == 0 then
-  redis.call('hdel', H, marker(req, owner))
-else
+  gone[#gone + 1] = marker(req, owner)
+end
+redis.call(unpack(gone))
+redis.call('zrem', L, field)
+if left ~= 0 then
   record(H, owner, req, 0)
 end
-local holders = redis.call('zcard', L)
-expireWith(H, L, t, 0)
+local last = redis.call('zrange', L, -1, -1, 'WITHSCORES') -- the latest lease left, if any
+local holders = #last / 2
+expireWith(H, L, t, 0, last)
 
 local woken = 0
 if not fair then
@@ -90,6 +106,10 @@ if not fair then
   return {0, woken, left}
 end
 if acc == 'w' or holders == 0 then
-  woken = grantRW(H, L, Q, D, C, F, t)
+  local writer = got[6]
+  if acc == 'w' then
+    writer = false
+  end
+  woken = grantRW(H, L, Q, D, C, F, t, {writer = writer or false, held = holders > 0, head = head})
 end
 return {0, woken, left}

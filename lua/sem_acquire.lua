@@ -48,22 +48,37 @@ if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
 end
 
 local entry = queueEntry(id, req, ARGV[9], ARGV[6])
-local got = redis.call('hmget', H, '\1k', '\1p')
+-- One HMGET: the kind, the permit count, the permits in use and this hold's (nil: no hold).
+local got = redis.call('hmget', H, '\1k', '\1p', '\1u', id)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
-redis.call('zcard', L)
-redis.call('llen', Q)
-redis.call('zcard', D)
 local t = now()
+-- Read the leases, the deadlines and the queue before any write (a key of the wrong type
+-- raises with nothing changed): holds whose lease ended, waiters whose place ran out, the head.
+local deadL = redis.call('zrangebyscore', L, '-inf', t)
+local deadD = redis.call('zrangebyscore', D, '-inf', t)
+local head = redis.call('lindex', Q, 0)
 if stored and tonumber(stored) ~= permits and
     (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
 
-local used = dropLapsedSem(H, L, t)
-local head = purgeQueue(Q, D, t)
+local used, mine = math.max(tonumber(got[3] or '0'), 0), got[4]
+if #deadL > 0 then
+  used = dropLapsedSem(H, L, t, nil, deadL)
+  mine = redis.call('hget', H, id) -- this hold may have been one of them
+end
+-- The queue is purged only when a place ran out or the head has no deadline (an edit); an
+-- empty queue's deadlines are counted, so that a join knows it makes them anew.
+local purged = #deadD > 0 or (head and not redis.call('zscore', D, head))
+local freshD = false
+if purged then
+  head = purgeQueue(Q, D, t)
+elseif not head then
+  freshD = redis.call('zcard', D) == 0
+end
 
-local ends = redis.call('zscore', L, id)
+local ends = (mine or mode == 'resolve') and redis.call('zscore', L, id)
 if ends or mode == 'resolve' then
   keepSem(H, L, Q, D, t, used, permits) -- stores the permits that lapsed holds gave back
   if ends then
@@ -87,10 +102,21 @@ end
 
 local joined = 0
 if join then
-  joined = joinQueue(Q, D, entry, t, wait)
+  joined = joinQueue(Q, D, entry, t, wait, freshD)
   head = head or entry
 end
-keepSem(H, L, Q, D, t, used, permits)
+if got[1] and tonumber(stored) == permits and #deadL == 0 and not purged then
+  -- Nothing held changed and the hash has its fields: the hash and the leases (which share
+  -- its expiry, see keepSem) only must outlive this waiter's place; their expiry covers every
+  -- lease and every other place already. Both have one (the script that made them set it, and
+  -- were it edited away, the next release's keepSem sets it again), so GT alone does.
+  if join then
+    redis.call('pexpire', H, wait, 'GT')
+    redis.call('pexpire', L, wait, 'GT')
+  end
+else
+  keepSem(H, L, Q, D, t, used, permits)
+end
 local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')
 local pttl = -2
 if first[2] then

@@ -16,10 +16,16 @@ if got[4] and got[3] == got[4] and redis.call('exists', Q, D) == 0 and
   redis.call('del', H, L)
   return {0, 0}
 end
-redis.call('llen', Q)
 local t = now()
-local used = dropLapsedSem(H, L, t)
-local n = redis.call('hget', H, id)
+-- Read the leases, the queue and the deadlines before any write (a key of the wrong type
+-- raises with nothing changed): the holds whose lease ended, and the queue's live head.
+local dead = redis.call('zrangebyscore', L, '-inf', t)
+local head = liveHead(Q, D, t)
+local used, lapsedHolds = dropLapsedSem(H, L, t, tonumber(got[3] or '0'), dead)
+local n = got[4]
+if lapsedHolds > 0 then
+  n = redis.call('hget', H, id) -- this hold may have been one of them
+end
 local woken = 0
 if n then
   used = used - tonumber(n)
@@ -27,7 +33,7 @@ if n then
   redis.call('zrem', L, id)
 end
 if got[2] then
-  used, woken = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
+  used, woken = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]), head)
 end
 keepSem(H, L, Q, D, t, used)
 if not n then

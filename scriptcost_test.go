@@ -1,0 +1,133 @@
+package rlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scriptCost runs scripts in states set up by the scripts themselves and counts the calls a
+// run makes inside Redis (every redis.call), which is what a script costs Redis beyond its
+// EVALSHA (issue 17: server calls per acquisition).
+type scriptCost struct {
+	t    *testing.T
+	rc   rueidis.Client
+	keys lockKeys
+}
+
+func newScriptCost(t *testing.T, name string) *scriptCost {
+	rc := testRueidis(t)
+	s := &scriptCost{t: t, rc: rc, keys: newLockKeys("rlcost"+NewOwnerID()[:8], name)}
+	t.Cleanup(func() {
+		k := s.keys
+		rc.Do(context.Background(), rc.B().Del().Key(k.lock, k.queue, k.deadlines, k.leases, k.writers, k.fence).Build())
+	})
+	return s
+}
+
+func (s *scriptCost) variant(sc luaScript) luaVariant {
+	if s.rc.Mode() == rueidis.ClientModeCluster {
+		return sc.sharded
+	}
+	return sc.classic
+}
+
+// run runs sc and returns its reply.
+func (s *scriptCost) run(sc luaScript, keys []string, args ...string) []int64 {
+	s.t.Helper()
+	r, err := s.variant(sc).Exec(context.Background(), s.rc, keys, args).AsIntSlice()
+	require.NoError(s.t, err)
+	return r
+}
+
+// calls runs sc with its body wrapped in a function whose redis.call counts, and returns how
+// many calls the run made; the run's effects are the script's own.
+func (s *scriptCost) calls(sc luaScript, keys []string, args ...string) int64 {
+	s.t.Helper()
+	src := strings.ReplaceAll(s.variant(sc).src, "redis.call(", "counted(")
+	src = "local calls = 0\nlocal function counted(...)\n  calls = calls + 1\n  return redis.call(...)\nend\n" +
+		"local function body()\n" + src + "\nend\nbody()\nreturn calls\n"
+	n, err := s.rc.Do(context.Background(), s.rc.B().Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).AsInt64()
+	require.NoError(s.t, err)
+	s.t.Logf("%d calls", n)
+	return n
+}
+
+// TestScripts_callsOnContendedPaths: the calls inside Redis of the scripts' contended paths (a
+// failed attempt of a held lock, a waiter's retry, a release that grants the lock to a queued
+// waiter) stay within the budgets of issue 17's round: each reads a key once, and never reads
+// what it does not need.
+func TestScripts_callsOnContendedPaths(t *testing.T) {
+	const lease, wait = "10000", "5000"
+	pause := func() { time.Sleep(5 * time.Millisecond) } // so that a refresh extends expiries
+
+	t.Run("mutex attempt on a held lock", func(t *testing.T) {
+		s := newScriptCost(t, "m")
+		k := []string{s.keys.lock}
+		require.Equal(t, int64(1), s.run(acquireScript, k, "A", lease, "A", "take")[0])
+		assert.LessOrEqual(t, s.calls(acquireScript, k, "B", lease, "B", "take"), int64(2), "PTTL, HMGET")
+	})
+
+	t.Run("fair", func(t *testing.T) {
+		s := newScriptCost(t, "f")
+		acq := []string{s.keys.lock, s.keys.queue, s.keys.deadlines, s.keys.fence}
+		attempt := func(owner string) []string {
+			return []string{owner, lease, owner, "take", "0", wait, "wait", "3000"}
+		}
+		require.Equal(t, int64(1), s.run(fairAcquireScript, acq, attempt("A")...)[0])
+		require.Equal(t, int64(0), s.run(fairAcquireScript, acq, attempt("B")...)[0])
+		pause()
+		assert.LessOrEqual(t, s.calls(fairAcquireScript, acq, attempt("B")...), int64(11), "a queued waiter's retry")
+		rel := []string{s.keys.lock, s.keys.channel, s.keys.queue, s.keys.deadlines, s.keys.fence}
+		assert.LessOrEqual(t, s.calls(fairReleaseScript, rel, "A", "r1"), int64(11), "a release that grants")
+		r := s.run(fairAcquireScript, acq, attempt("B")...)
+		assert.Equal(t, []int64{1, 1, 0}, r[:3], "B was granted the lock")
+	})
+
+	for _, fair := range []string{"plain", "fair"} {
+		t.Run("rw write "+fair, func(t *testing.T) {
+			s := newScriptCost(t, "rw")
+			k := s.keys
+			acq := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.fence}
+			attempt := func(owner string) []string {
+				return []string{owner, lease, owner, "take", "w", "0", wait, "wait", fair, "3000"}
+			}
+			require.Equal(t, int64(1), s.run(rwAcquireScript, acq, attempt("A")...)[0])
+			require.Equal(t, int64(0), s.run(rwAcquireScript, acq, attempt("B")...)[0])
+			pause()
+			budget := int64(8) // EXISTS HMGET ZCARD TIME ZRANGEBYSCORE ZRANGE ZADD PEXPIRE
+			if fair == "fair" {
+				budget = 11
+			}
+			assert.LessOrEqual(t, s.calls(rwAcquireScript, acq, attempt("B")...), budget, "a waiting writer's retry")
+			rel := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.channel, k.fence}
+			budget = 4 // HMGET ZRANGE DEL PUBLISH: the last hold goes, waking the waiters
+			if fair == "fair" {
+				budget = 22 // the grant to the queued writer
+			}
+			assert.LessOrEqual(t, s.calls(rwReleaseScript, rel, "A", "r1", "w", fair), budget, "the writer's release")
+			r := s.run(rwAcquireScript, acq, attempt("B")...)
+			assert.Equal(t, int64(1), r[0], "B takes the lock, or was granted it")
+		})
+	}
+
+	t.Run("semaphore", func(t *testing.T) {
+		s := newScriptCost(t, "sem")
+		k := []string{s.keys.lock, s.keys.leases, s.keys.queue, s.keys.deadlines, s.keys.channel}
+		attempt := func(id string) []string {
+			return []string{id, lease, id, "take", "1", "1", wait, "wait", "3000"}
+		}
+		require.Equal(t, int64(1), s.run(semAcquireScript, k, attempt("A")...)[0])
+		require.Equal(t, int64(0), s.run(semAcquireScript, k, attempt("B")...)[0])
+		pause()
+		assert.LessOrEqual(t, s.calls(semAcquireScript, k, attempt("B")...), int64(13), "a waiter's retry")
+		assert.LessOrEqual(t, s.calls(semReleaseScript, k, "A"), int64(18), "a release that grants")
+		r := s.run(semAcquireScript, k, attempt("B")...)
+		assert.Equal(t, int64(1), r[0], "B was granted the permit")
+	})
+}
