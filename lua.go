@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
@@ -94,6 +95,21 @@ func compose(readOnly bool, files ...string) luaScript {
 	src := strings.Join(parts, "\n")
 	sources[files[len(files)-1]] = src
 	return luaScript{classic: variant(src, readOnly), sharded: variant(strings.Replace(src, classicPublish, shardedPublish, 1), readOnly)}
+}
+
+// Exec runs the script on c with EVALSHA, and EVAL on NOSCRIPT, and returns its reply. A
+// read-only script's commands (EVALSHA_RO, EVAL_RO) are retryable, and rueidis (v1.0.79) puts
+// a retried command back in its pool while a broken connection's writer may still read it (a
+// data race, seen after a server restart); they are pinned, so never reused.
+func (v luaVariant) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	if !v.readOnly {
+		return v.Lua.Exec(ctx, c, keys, args)
+	}
+	res := c.Do(ctx, c.B().EvalshaRo().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build().Pin())
+	if err, ok := rueidis.IsRedisErr(res.Error()); ok && err.IsNoScript() {
+		res = c.Do(ctx, c.B().EvalRo().Script(v.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build().Pin())
+	}
+	return res
 }
 
 func variant(src string, readOnly bool) luaVariant {
