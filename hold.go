@@ -192,8 +192,8 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		}
 		sh.holds[hk] = h
 		sh.holdStarted(h)
-		if c.nholds.Add(1) == 1 {
-			c.kickWatch()
+		if c.nholds.Add(1) == 1 && !c.watching.Load() {
+			c.kickWatch() // the manager keeps no watchers, or is about to stop them
 		}
 	}
 	h.count[acc]++
@@ -268,9 +268,7 @@ func (c *Client) retire(sh *shard, h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if sh.holds[hk] == h {
 		delete(sh.holds, hk)
-		if c.nholds.Add(-1) == 0 {
-			c.kickWatch()
-		}
+		c.nholds.Add(-1) // the watchers' manager notices none are left within a second
 	}
 	sh.holdEnded(h, cause)
 }
