@@ -224,7 +224,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 // holdContext derives the hold context of h, whose new hold has fencing token token and (with
 // a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
 func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
-	key := holdCtxKey{c, h.key}
+	key := lk.ctxKey // holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
 	var trip context.CancelCauseFunc

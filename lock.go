@@ -161,6 +161,8 @@ type lock struct {
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
+	// ctxKey is holdCtxKey{c, keys.lock}, made an interface once: each conversion allocates.
+	ctxKey any
 }
 
 // newLock applies opts to a lock called name, whose kind newKind makes from its keys and
@@ -192,6 +194,7 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		err:     err,
 	}
 	lk.sh = c.shardOf(lk.keys.lock)
+	lk.ctxKey = holdCtxKey{c, lk.keys.lock}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
@@ -397,7 +400,7 @@ func (lk *lock) token(ctx context.Context) (int64, bool) {
 	if lk.err != nil || !lk.fencing || ctx == nil {
 		return 0, false
 	}
-	hc, ok := ctx.Value(holdCtxKey{lk.c, lk.keys.lock}).(*holdCtx)
+	hc, ok := ctx.Value(lk.ctxKey).(*holdCtx)
 	if !ok {
 		return 0, false
 	}

@@ -16,7 +16,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		return err
 	}
 	c := lk.c
-	hc, _ := ctx.Value(holdCtxKey{c, lk.keys.lock}).(*holdCtx)
+	hc, _ := ctx.Value(lk.ctxKey).(*holdCtx)
 	var owner string
 	if lk.ownerless {
 		if hc == nil {
