@@ -50,7 +50,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	w.tried = true
 	w.r.mode = mode
 	r := &w.r
-	a, err := w.lk.tryAcquire(w.cmd, r)
+	a, err := w.lk.tryAcquire(w.cmd, *r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
