@@ -241,10 +241,10 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 		h.addSub(sub{ctx, cancel})
 		trip = cancel
 	}
-	if owner, ok := Owner(ctx); !lk.ownerless && (!ok || owner != h.owner) {
-		ctx = WithOwner(ctx, h.owner)
+	var owner any // the clocked layer carries h's owner unless ctx does
+	if o, ok := Owner(ctx); !lk.ownerless && (!ok || o != h.owner) {
+		owner = h.owner
 	}
-	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: token, trip: trip})
 	var cause error = ErrLockLost
 	if lk.lease > 0 {
 		var stop context.CancelFunc
@@ -252,7 +252,9 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 		ctx, stop = context.WithDeadlineCause(ctx, end, cause)
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}
-	return clock(ctx, h, trip, lk.lease > 0, end, cause)
+	c2 := clock(ctx, h, trip, lk.lease > 0, end, cause)
+	c2.key, c2.hc, c2.owner = key, holdCtx{h: h, token: token, trip: trip}, owner
+	return c2
 }
 
 // finish removes h and cancels its contexts with cause. Called with sh.mu held, sh being h's
