@@ -57,13 +57,13 @@ func (fairMutexKind) name() string { return KindFairMutex }
 
 func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
 
-func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	queue := "try"
 	if r.join {
 		queue = "wait"
 	}
-	reply, err := lk.c.eval(ctx, r, fairAcquireScript, k.acquireKeys,
+	reply, err := lk.c.eval(ctx, &r, fairAcquireScript, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fencingArg(lk), lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
@@ -71,9 +71,9 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r *request) (attem
 	return lk.parseAttempt(a, reply)
 }
 
-func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	r, err := fairReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, p.request}).AsIntSlice()
+		[]string{owner, req}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}

@@ -192,8 +192,8 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		}
 		sh.holds[hk] = h
 		sh.holdStarted(h)
-		if c.nholds.Add(1) == 1 {
-			c.kickWatch()
+		if c.nholds.Add(1) == 1 && !c.watching.Load() {
+			c.kickWatch() // the manager keeps no watchers, or is about to stop them
 		}
 	}
 	h.count[acc]++
@@ -224,7 +224,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 // holdContext derives the hold context of h, whose new hold has fencing token token and (with
 // a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
 func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
-	key := holdCtxKey{c, h.key}
+	key := lk.ctxKey // holdCtxKey{c, h.key}
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
 	var trip context.CancelCauseFunc
@@ -241,10 +241,10 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 		h.addSub(sub{ctx, cancel})
 		trip = cancel
 	}
-	if owner, ok := Owner(ctx); !lk.ownerless && (!ok || owner != h.owner) {
-		ctx = WithOwner(ctx, h.owner)
+	var owner any // the clocked layer carries h's owner unless ctx does
+	if o, ok := Owner(ctx); !lk.ownerless && (!ok || o != h.owner) {
+		owner = h.owner
 	}
-	ctx = context.WithValue(ctx, key, &holdCtx{h: h, token: token, trip: trip})
 	var cause error = ErrLockLost
 	if lk.lease > 0 {
 		var stop context.CancelFunc
@@ -252,7 +252,9 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 		ctx, stop = context.WithDeadlineCause(ctx, end, cause)
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}
-	return clock(ctx, h, trip, lk.lease > 0, end, cause)
+	c2 := clock(ctx, h, trip, lk.lease > 0, end, cause)
+	c2.key, c2.hc, c2.owner = key, holdCtx{h: h, token: token, trip: trip}, owner
+	return c2
 }
 
 // finish removes h and cancels its contexts with cause. Called with sh.mu held, sh being h's
@@ -268,9 +270,7 @@ func (c *Client) retire(sh *shard, h *hold, cause error) {
 	hk := holdKey{h.key, h.owner}
 	if sh.holds[hk] == h {
 		delete(sh.holds, hk)
-		if c.nholds.Add(-1) == 0 {
-			c.kickWatch()
-		}
+		c.nholds.Add(-1) // the watchers' manager notices none are left within a second
 	}
 	sh.holdEnded(h, cause)
 }

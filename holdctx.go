@@ -19,6 +19,12 @@ type clocked struct {
 	// trip ends the context with cause when the clock has passed its end.
 	trip  context.CancelCauseFunc
 	cause error
+
+	// The values the hold context adds (one layer instead of two context.WithValue): hc
+	// under key (the lock's holdCtxKey), and under ownerKey{} owner, if not nil.
+	key   any
+	hc    holdCtx
+	owner any
 }
 
 // check ends c if the clock has passed its end.
@@ -52,6 +58,12 @@ func (c *clocked) Err() error {
 
 func (c *clocked) Value(key any) any {
 	c.check()
+	if key == c.key {
+		return &c.hc
+	}
+	if _, ok := key.(ownerKey); ok && c.owner != nil {
+		return c.owner
+	}
 	return c.Context.Value(key)
 }
 
@@ -62,7 +74,7 @@ func (c *clocked) String() string { return "rlock hold context" }
 // contexts of the hold as a whole (a watchdog hold's end is the hold's). A context with a fixed
 // lease ending at end (lease > 0) gets a cancellable layer of its own, so that the clock can end
 // it with its deadline's cause.
-func clock(ctx context.Context, h *hold, base context.CancelCauseFunc, lease bool, end time.Time, cause error) context.Context {
+func clock(ctx context.Context, h *hold, base context.CancelCauseFunc, lease bool, end time.Time, cause error) *clocked {
 	if !lease {
 		return &clocked{Context: ctx, h: h, trip: base, cause: ErrLockLost}
 	}

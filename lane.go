@@ -210,8 +210,7 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
 	sh.mu.Unlock()
 	if lost.id != "" {
-		r := lost // (a copy per use: taking lost's address would allocate on every call)
-		a, err := lk.tryAcquire(cmd, &r)
+		a, err := lk.tryAcquire(cmd, lost)
 		if isTransport(err) {
 			return err
 		}

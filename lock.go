@@ -32,9 +32,9 @@ const (
 // kind is what one kind of lock contributes. Each method runs its script once, under ctx.
 type kind interface {
 	// acquire runs the acquire script for r (see attempt).
-	acquire(ctx context.Context, lk *lock, r *request) (attempt, error)
-	// release runs the release script for one hold of owner in access a, under request p.
-	release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error)
+	acquire(ctx context.Context, lk *lock, r request) (attempt, error)
+	// release runs the release script for one hold of owner in access a, under request id req.
+	release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error)
 	// leave removes the waiter of request r from the lock's queue (queued waiters only), and
 	// gives back a hold a release granted it.
 	leave(ctx context.Context, lk *lock, r request) error
@@ -161,6 +161,8 @@ type lock struct {
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
+	// ctxKey is holdCtxKey{c, keys.lock}, made an interface once: each conversion allocates.
+	ctxKey any
 }
 
 // newLock applies opts to a lock called name, whose kind newKind makes from its keys and
@@ -192,6 +194,7 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		err:     err,
 	}
 	lk.sh = c.shardOf(lk.keys.lock)
+	lk.ctxKey = holdCtxKey{c, lk.keys.lock}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
@@ -295,7 +298,7 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 
 // tryAcquire runs the acquire script once for r. A request that already ran returns its
 // recorded outcome. The caller holds r.owner's lane.
-func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
+func (lk *lock) tryAcquire(ctx context.Context, r request) (attempt, error) {
 	// The caller's cancellation does not cut the call short: its outcome must be known (a
 	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
 	ctx = detach(ctx)
@@ -303,13 +306,19 @@ func (lk *lock) tryAcquire(ctx context.Context, r *request) (attempt, error) {
 	if c.opts.SyncReplicas == 0 || r.mode == resolveOnly {
 		return lk.kind.acquire(ctx, lk, r)
 	}
-	// Redis counts a replica's acknowledgement for the writes of the connection that asks:
-	// the script and WAIT share a connection of their own.
+	return lk.tryAcquireReplicated(ctx, r)
+}
+
+// tryAcquireReplicated is tryAcquire with Options.SyncReplicas: Redis counts a replica's
+// acknowledgement for the writes of the connection that asks, so the script and WAIT share a
+// connection of their own. (Apart from tryAcquire, whose r would otherwise be moved to the
+// heap on every call.)
+func (lk *lock) tryAcquireReplicated(ctx context.Context, r request) (attempt, error) {
+	c := lk.c
 	var a attempt
 	var err error
 	_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
 		r.conn = d
-		defer func() { r.conn = nil }()
 		a, err = lk.kind.acquire(ctx, lk, r)
 		if err != nil || !a.acquired || a.count != 1 {
 			return nil // no new hold: nothing to wait for
@@ -397,7 +406,7 @@ func (lk *lock) token(ctx context.Context) (int64, bool) {
 	if lk.err != nil || !lk.fencing || ctx == nil {
 		return 0, false
 	}
-	hc, ok := ctx.Value(holdCtxKey{lk.c, lk.keys.lock}).(*holdCtx)
+	hc, ok := ctx.Value(lk.ctxKey).(*holdCtx)
 	if !ok {
 		return 0, false
 	}

@@ -36,19 +36,19 @@ func (mutexKind) name() string { return KindMutex }
 
 func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 
-func (k mutexKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, r, acquireScript, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, acquireScript, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
 	return lk.parseAttempt(a, reply)
 }
 
-func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	sent := time.Now()
 	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, p.request, unlockMessage}).AsIntSlice()
+		[]string{owner, req, unlockMessage}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}

@@ -26,7 +26,7 @@ const recheckInterval = 100 * time.Millisecond
 // locking and unlocking in turn does not open and close connections each time.
 func (c *Client) watchLinger() time.Duration { return max(c.lease, time.Second) }
 
-// kickWatch makes the node watcher manager look at the holds and the nodes again.
+// kickWatch makes the node watcher manager look at the holds and the nodes at once.
 func (c *Client) kickWatch() {
 	select {
 	case c.watchKick <- struct{}{}:
@@ -44,7 +44,9 @@ func (c *Client) checkNow() {
 }
 
 // watchServers is the Client's goroutine that runs a watcher (watchNode) per node of the
-// deployment while this client has holds, and for watchLinger after the last one ended.
+// deployment while this client has holds, and for watchLinger after it found the last one
+// ended. While it has watchers it looks at the holds and nodes every second: only a first
+// hold while it has none kicks it.
 func (c *Client) watchServers() {
 	defer c.wg.Done()
 	type watcher struct {
@@ -93,18 +95,27 @@ func (c *Client) watchServers() {
 					}()
 				}
 			}
-			// The nodes change with failovers and resharding: look again now and then.
+			// The nodes change with failovers and resharding: look again now and then. Holds
+			// come and go without kicks from here on (see Client.watching).
+			c.watching.Store(true)
 			next = time.Second
-		case len(watchers) == 0:
-		case idleSince.IsZero():
-			idleSince = time.Now()
-			next = c.watchLinger()
-		case time.Since(idleSince) >= c.watchLinger():
+		case len(watchers) == 0 || !idleSince.IsZero() && time.Since(idleSince) >= c.watchLinger():
+			// A first hold registered after this store kicks; one registered before it is in
+			// nholds below (atomics are sequentially consistent).
+			c.watching.Store(false)
+			if c.nholds.Load() > 0 {
+				c.watching.Store(true)
+				next = 0 // look again at once
+				break
+			}
 			for addr := range watchers {
 				stop(addr)
 			}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+			next = time.Second
 		default:
-			next = c.watchLinger() - time.Since(idleSince)
+			next = min(c.watchLinger()-time.Since(idleSince), time.Second)
 		}
 		if !t.Stop() {
 			select {

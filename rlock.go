@@ -47,6 +47,9 @@ type Client struct {
 
 	shards [shardCount]shard // the state of lock names (see shards.go)
 	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
+	// watching is set while the node watchers' manager keeps its watchers for as long as
+	// nholds > 0: a first hold then needs no kick (see watchServers).
+	watching atomic.Bool
 	// reapAt is when the reaper wakes next (UnixNano); 0: only when kicked, or scanning (see
 	// reaper). soonAt is when the watchdog renews claimed holds (UnixNano); 0: not planned.
 	reapAt atomic.Int64

@@ -89,13 +89,13 @@ func (k rwKind) style(a access) waitStyle {
 	return waitStyle{wake: wakeOne, queued: true}
 }
 
-func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	join := "try"
 	if r.join {
 		join = "wait"
 	}
-	reply, err := lk.c.eval(ctx, r, rwAcquireScript, k.acquireKeys,
+	reply, err := lk.c.eval(ctx, &r, rwAcquireScript, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fencingArg(lk), lk.c.fairWaitMs,
 			join, k.arg(), lk.claimMs}).AsIntSlice()
 	if err != nil {
@@ -108,9 +108,9 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, err
 	return lk.parseAttempt(a, reply)
 }
 
-func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, p *pendingRelease) (released, error) {
+func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
 	r, err := rwReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, p.request, rwAccessArg[a], k.arg()}).AsIntSlice()
+		[]string{owner, req, rwAccessArg[a], k.arg()}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
 	}

@@ -51,13 +51,13 @@ func (semKind) name() string { return KindSemaphore }
 
 func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
 
-func (k semKind) acquire(ctx context.Context, lk *lock, r *request) (attempt, error) {
+func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	join := "try"
 	if r.join {
 		join = "wait"
 	}
-	reply, err := lk.c.eval(ctx, r, semAcquireScript, k.keys,
+	reply, err := lk.c.eval(ctx, &r, semAcquireScript, k.keys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
 			lk.c.fairWaitMs, join, lk.claimMs}).AsIntSlice()
 	if err != nil {
@@ -78,7 +78,7 @@ func (k semKind) permitsErr(lk *lock, reply []int64) error {
 	return nil
 }
 
-func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, p *pendingRelease) (released, error) {
+func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	r, err := semReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply

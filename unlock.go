@@ -16,7 +16,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		return err
 	}
 	c := lk.c
-	hc, _ := ctx.Value(holdCtxKey{c, lk.keys.lock}).(*holdCtx)
+	hc, _ := ctx.Value(lk.ctxKey).(*holdCtx)
 	var owner string
 	if lk.ownerless {
 		if hc == nil {
@@ -132,7 +132,7 @@ func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRel
 // deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call would
 // close the connection under every other call on it). A transport error marks p ambiguous.
 func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (released, error) {
-	rel, err := lk.kind.release(detach(ctx), lk, owner, acc, p)
+	rel, err := lk.kind.release(detach(ctx), lk, owner, acc, p.request)
 	if err != nil {
 		if isTransport(err) {
 			p.ambiguous = true

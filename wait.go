@@ -50,7 +50,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	w.tried = true
 	w.r.mode = mode
 	r := &w.r
-	a, err := w.lk.tryAcquire(w.cmd, r)
+	a, err := w.lk.tryAcquire(w.cmd, *r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
@@ -404,9 +404,14 @@ func (lk *lock) courtesy(woken int64, rtt time.Duration) {
 
 // courtesyLeft is what remains of lk's courtesy window.
 func (lk *lock) courtesyLeft() time.Duration {
+	lk.sh.mu.Lock()
+	defer lk.sh.mu.Unlock()
+	return lk.courtesyLeftLocked()
+}
+
+// courtesyLeftLocked is courtesyLeft called with lk's shard's mutex held.
+func (lk *lock) courtesyLeftLocked() time.Duration {
 	sh := lk.sh
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	until, ok := sh.yielding[lk.keys.lock]
 	if !ok {
 		return 0
@@ -451,6 +456,10 @@ func (w *waiter) yield() (time.Duration, int) {
 	if waiters {
 		holderEnd = s.holderEnd
 	}
+	var courtesy time.Duration
+	if !holds && !waiters {
+		courtesy = w.lk.courtesyLeftLocked()
+	}
 	sh.mu.Unlock()
 	switch {
 	case holds:
@@ -459,9 +468,8 @@ func (w *waiter) yield() (time.Duration, int) {
 		return max(time.Until(holderEnd), time.Millisecond), yieldQueue
 	case waiters:
 		return 0, yieldProbe
-	}
-	if d := w.lk.courtesyLeft(); d > 0 {
-		return d, yieldWait
+	case courtesy > 0:
+		return courtesy, yieldWait
 	}
 	return 0, yieldNo
 }
