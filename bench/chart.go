@@ -140,12 +140,7 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = pn.title
 	p.X.Label.Text = pn.axis
-	var s *ScenarioResult
-	for _, sc := range res.Scenarios {
-		if sc.ID == pn.scenario {
-			s = sc
-		}
-	}
+	s := res.scenario(pn.scenario)
 	var names []string
 	var vals plotter.Values
 	if s != nil {

@@ -39,12 +39,7 @@ func plotGoroutines(res *Results) (*plot.Plot, error) {
 	p.Title.Text = "11. Throughput against goroutines on one client"
 	p.X.Label.Text = "goroutines, each on its own key (log scale)"
 	p.Y.Label.Text = "lock+unlock ops/s (higher is better)"
-	var s *ScenarioResult
-	for _, sc := range res.Scenarios {
-		if sc.ID == "goroutines" {
-			s = sc
-		}
-	}
+	s := res.scenario("goroutines")
 	drawn := 0
 	if s != nil {
 		for _, r := range s.Rows {

@@ -37,17 +37,7 @@ var (
 // computeGoals compares the figures of a run with issue 17's goals. A goal whose figure was
 // not measured (scenario or contender not run) is "n/a".
 func computeGoals(res *Results) []Ratio {
-	sc := func(id string) *ScenarioResult {
-		for _, s := range res.Scenarios {
-			if s.ID == id {
-				return s
-			}
-		}
-		return nil
-	}
-	v := func(scenario, contender, key string) float64 {
-		return sc(scenario).row(contender).value(key)
-	}
+	v := res.value
 	var gs []Ratio
 
 	// Uncontended: Redis CPU per lock+unlock over the pair's, median of interleaved rounds.
@@ -97,7 +87,7 @@ func computeGoals(res *Results) []Ratio {
 
 	// Scale: client heap per hold without the Mutex values the benchmark keeps, at the most holds
 	// that ran (100,000 in a full run).
-	r, n := largestHolds(sc("holds"))
+	r, n := largestHolds(res.scenario("holds"))
 	size := "100,000"
 	if r != nil {
 		size = withThousands(n)

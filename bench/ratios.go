@@ -9,17 +9,7 @@ import (
 // computeRatios turns the benchmark's targets into figures from the
 // tables. A target whose figures were not measured is "n/a".
 func computeRatios(res *Results) []Ratio {
-	sc := func(id string) *ScenarioResult {
-		for _, s := range res.Scenarios {
-			if s.ID == id {
-				return s
-			}
-		}
-		return nil
-	}
-	v := func(scenario, contender, key string) float64 {
-		return sc(scenario).row(contender).value(key)
-	}
+	v := res.value
 	var rs []Ratio
 
 	// Uncontended: wall-clock as the median of per-round ratios; CPU, which waiting on a busy
@@ -92,7 +82,7 @@ func computeRatios(res *Results) []Ratio {
 	}
 
 	// Holds at scale: the targets are about the largest size that ran (100,000; 1,000 in -quick).
-	if r, n := largestHolds(sc("holds")); r != nil {
+	if r, n := largestHolds(res.scenario("holds")); r != nil {
 		size := withThousands(n)
 		rs = append(rs,
 			newRatio("Watchdog holds: at most 1 KiB of client heap per hold",

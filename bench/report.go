@@ -104,6 +104,21 @@ func (r *Row) value(key string) float64 {
 	return float64(v)
 }
 
+// scenario finds a scenario's result by id, or nil when it did not run.
+func (res *Results) scenario(id string) *ScenarioResult {
+	for _, s := range res.Scenarios {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// value returns a figure of a contender in a scenario, or NaN when it is missing.
+func (res *Results) value(scenario, contender, key string) float64 {
+	return res.scenario(scenario).row(contender).value(key)
+}
+
 // row finds a contender's row.
 func (s *ScenarioResult) row(contender string) *Row {
 	if s == nil {
