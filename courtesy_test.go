@@ -38,7 +38,7 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 	require.Eventually(t, func() bool {
 		waiter.sh.mu.Lock()
 		defer waiter.sh.mu.Unlock()
-		s := waiter.sh.subs[waiter.keys.channel]
+		s := waiter.sh.subs[waiter.keys.Channel]
 		return s != nil && s.refs == 1
 	}, time.Second, time.Millisecond)
 	time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
@@ -48,7 +48,7 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 		if waiter.sh.yielding == nil {
 			waiter.sh.yielding = make(map[string]time.Time)
 		}
-		waiter.sh.yielding[waiter.keys.lock] = time.Now().Add(2 * time.Second)
+		waiter.sh.yielding[waiter.keys.Lock] = time.Now().Add(2 * time.Second)
 		waiter.sh.mu.Unlock()
 	}
 	openWindow()

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 type fairScripts struct {
 	t    *testing.T
 	rc   rueidis.Client
-	keys lockKeys
+	keys wire.Keys
 	wait time.Duration // FairWaitTimeout passed to the scripts
 	// sharded: the scripts publish with SPUBLISH and messages subscribes with SSUBSCRIBE, as
 	// on a cluster
@@ -24,19 +25,14 @@ type fairScripts struct {
 }
 
 // script returns s's variant for f's deployment.
-func (f *fairScripts) script(s luaScript) luaVariant {
-	if f.sharded {
-		return s.sharded
-	}
-	return s.classic
-}
+func (f *fairScripts) script(s wire.Script) wire.Variant { return s.For(f.sharded) }
 
 func newFairScripts(t *testing.T) *fairScripts {
 	rc := testRueidis(t)
-	f := &fairScripts{t: t, rc: rc, keys: newLockKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second,
+	f := &fairScripts{t: t, rc: rc, keys: wire.NewKeys("rlscript"+NewOwnerID()[:8], "f"), wait: 5 * time.Second,
 		sharded: rc.Mode() == rueidis.ClientModeCluster}
 	t.Cleanup(func() {
-		rc.Do(context.Background(), rc.B().Del().Key(f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence).Build())
+		rc.Do(context.Background(), rc.B().Del().Key(f.keys.Lock, f.keys.Queue, f.keys.Deadlines, f.keys.Fence).Build())
 	})
 	return f
 }
@@ -52,8 +48,8 @@ func (f *fairScripts) acquire(owner, req, mode string) []int64 {
 
 func (f *fairScripts) acquireClaim(owner, req, mode, claim string) []int64 {
 	f.t.Helper()
-	r, err := f.script(fairAcquireScript).Exec(context.Background(), f.rc,
-		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.fence},
+	r, err := f.script(wire.FairAcquire).Exec(context.Background(), f.rc,
+		[]string{f.keys.Lock, f.keys.Queue, f.keys.Deadlines, f.keys.Fence},
 		[]string{owner, "10000", req, "take", "1", strconv.FormatInt(f.wait.Milliseconds(), 10), mode, claim}).AsIntSlice()
 	require.NoError(f.t, err)
 	return r
@@ -61,8 +57,8 @@ func (f *fairScripts) acquireClaim(owner, req, mode, claim string) []int64 {
 
 func (f *fairScripts) release(owner, request string) int64 {
 	f.t.Helper()
-	r, err := f.script(fairReleaseScript).Exec(context.Background(), f.rc,
-		[]string{f.keys.lock, f.keys.channel, f.keys.queue, f.keys.deadlines, f.keys.fence},
+	r, err := f.script(wire.FairRelease).Exec(context.Background(), f.rc,
+		[]string{f.keys.Lock, f.keys.Channel, f.keys.Queue, f.keys.Deadlines, f.keys.Fence},
 		[]string{owner, request}).AsIntSlice()
 	require.NoError(f.t, err)
 	return r[0]
@@ -71,8 +67,8 @@ func (f *fairScripts) release(owner, request string) int64 {
 // leave removes owner's call req (asking for claim claimMs) from the queue.
 func (f *fairScripts) leave(owner, req string) int64 {
 	f.t.Helper()
-	n, err := f.script(fairLeaveScript).Exec(context.Background(), f.rc,
-		[]string{f.keys.lock, f.keys.queue, f.keys.deadlines, f.keys.channel, f.keys.fence},
+	n, err := f.script(wire.FairLeave).Exec(context.Background(), f.rc,
+		[]string{f.keys.Lock, f.keys.Queue, f.keys.Deadlines, f.keys.Channel, f.keys.Fence},
 		[]string{owner, req, claimMs, "1"}).AsInt64()
 	require.NoError(f.t, err)
 	return n
@@ -84,7 +80,7 @@ func entry(owner, req string) string { return owner + "\x00" + req + "\x00" + cl
 // queue returns the owners in the queue, in order.
 func (f *fairScripts) queue() []string {
 	f.t.Helper()
-	q, err := f.rc.Do(context.Background(), f.rc.B().Lrange().Key(f.keys.queue).Start(0).Stop(-1).Build()).AsStrSlice()
+	q, err := f.rc.Do(context.Background(), f.rc.B().Lrange().Key(f.keys.Queue).Start(0).Stop(-1).Build()).AsStrSlice()
 	require.NoError(f.t, err)
 	owners := []string{}
 	for _, e := range q {
@@ -98,7 +94,7 @@ func (f *fairScripts) queue() []string {
 // has none).
 func (f *fairScripts) deadline(e string) time.Duration {
 	f.t.Helper()
-	score, err := f.rc.Do(context.Background(), f.rc.B().Zscore().Key(f.keys.deadlines).Member(e).Build()).AsFloat64()
+	score, err := f.rc.Do(context.Background(), f.rc.B().Zscore().Key(f.keys.Deadlines).Member(e).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
 		return 0
 	}
@@ -123,18 +119,18 @@ func (f *fairScripts) messages() <-chan string {
 				close(ready)
 			}
 		})
-		sub := f.rc.B().Subscribe().Channel(f.keys.channel).Build()
+		sub := f.rc.B().Subscribe().Channel(f.keys.Channel).Build()
 		if f.sharded {
-			sub = f.rc.B().Ssubscribe().Channel(f.keys.channel).Build()
+			sub = f.rc.B().Ssubscribe().Channel(f.keys.Channel).Build()
 		}
 		_ = f.rc.Receive(hook, sub, func(m rueidis.PubSubMessage) { ch <- m.Message })
 	}()
 	f.t.Cleanup(func() {
 		cancel()
 		<-done
-		unsub := f.rc.B().Unsubscribe().Channel(f.keys.channel).Build()
+		unsub := f.rc.B().Unsubscribe().Channel(f.keys.Channel).Build()
 		if f.sharded {
-			unsub = f.rc.B().Sunsubscribe().Channel(f.keys.channel).Build()
+			unsub = f.rc.B().Sunsubscribe().Channel(f.keys.Channel).Build()
 		}
 		f.rc.Do(context.Background(), unsub)
 	})
@@ -156,7 +152,7 @@ func TestFairScripts(t *testing.T) {
 	f := newFairScripts(t)
 	msgs := f.messages()
 	pttl := func() int64 {
-		n, err := f.rc.Do(context.Background(), f.rc.B().Pttl().Key(f.keys.lock).Build()).AsInt64()
+		n, err := f.rc.Do(context.Background(), f.rc.B().Pttl().Key(f.keys.Lock).Build()).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -215,7 +211,7 @@ func TestFairScripts(t *testing.T) {
 	expectMessage(t, msgs, "@B\x00scripttest0b1\x003\x00"+claimMs)
 	assert.Equal(t, int64(1), f.leave("B", "scripttest0b1"))
 	assert.Equal(t, int64(0), f.leave("B", "scripttest0b1"), "leaving is idempotent")
-	n, err := f.rc.Do(context.Background(), f.rc.B().Exists().Key(f.keys.lock, f.keys.queue, f.keys.deadlines).Build()).AsInt64()
+	n, err := f.rc.Do(context.Background(), f.rc.B().Exists().Key(f.keys.Lock, f.keys.Queue, f.keys.Deadlines).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no lock, queue or deadline keys remain")
 
@@ -225,7 +221,7 @@ func TestFairScripts(t *testing.T) {
 	f.acquire("D", "scripttest0d1", "wait")
 	f.acquire("E", "scripttest0e1", "wait")
 	f.acquire("G", "scripttest0g1", "wait")
-	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Zadd().Key(f.keys.deadlines).ScoreMember().ScoreMember(1, entry("E", "scripttest0e1")).Build()).Error())
+	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Zadd().Key(f.keys.Deadlines).ScoreMember().ScoreMember(1, entry("E", "scripttest0e1")).Build()).Error())
 	f.acquire("G", "scripttest0g1", "wait")
 	assert.Equal(t, []string{"D", "G"}, f.queue(), "dead E purged from the middle")
 
@@ -234,7 +230,7 @@ func TestFairScripts(t *testing.T) {
 	assert.Equal(t, []string{"G"}, f.queue())
 
 	// H releases while the head G is dead: the release purges G and notifies nobody.
-	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Zadd().Key(f.keys.deadlines).ScoreMember().ScoreMember(1, entry("G", "scripttest0g1")).Build()).Error())
+	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Zadd().Key(f.keys.Deadlines).ScoreMember().ScoreMember(1, entry("G", "scripttest0g1")).Build()).Error())
 	assert.Equal(t, int64(0), f.release("H", "r4"))
 	assert.Empty(t, f.queue())
 	select {
@@ -242,7 +238,7 @@ func TestFairScripts(t *testing.T) {
 		t.Fatalf("unexpected message %q", m)
 	case <-time.After(50 * time.Millisecond):
 	}
-	n, err = f.rc.Do(context.Background(), f.rc.B().Exists().Key(f.keys.lock, f.keys.queue, f.keys.deadlines).Build()).AsInt64()
+	n, err = f.rc.Do(context.Background(), f.rc.B().Exists().Key(f.keys.Lock, f.keys.Queue, f.keys.Deadlines).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no lock, queue or deadline keys remain")
 
@@ -250,7 +246,7 @@ func TestFairScripts(t *testing.T) {
 	assert.Equal(t, []int64{1, 1, 5}, f.acquire("H", "scripttest0h4", "wait"))
 	f.acquire("X", "scripttest0x1", "wait")
 	f.acquire("Y", "scripttest0y1", "wait")
-	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Del().Key(f.keys.lock).Build()).Error()) // lease ran out
+	require.NoError(t, f.rc.Do(context.Background(), f.rc.B().Del().Key(f.keys.Lock).Build()).Error()) // lease ran out
 	f.leave("X", "scripttest0x1")
 	expectMessage(t, msgs, "@Y\x00scripttest0y1\x006\x00"+claimMs)
 	f.leave("Y", "scripttest0y1")
@@ -277,7 +273,7 @@ func TestFairScripts(t *testing.T) {
 	f.wait = 200 * time.Millisecond
 	f.acquire("H", "scripttest0h7", "wait")
 	f.acquire("Z", "scripttest0z1", "wait")
-	ttl, err := f.rc.Do(context.Background(), f.rc.B().Pttl().Key(f.keys.queue).Build()).AsInt64()
+	ttl, err := f.rc.Do(context.Background(), f.rc.B().Pttl().Key(f.keys.Queue).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.InDelta(t, 200, ttl, 50)
 }
@@ -287,10 +283,10 @@ func TestFairScripts(t *testing.T) {
 // stay out for as long as the semaphore is in use.
 func TestSemScripts_resolveStoresLapsedPermits(t *testing.T) {
 	f := newFairScripts(t)
-	keys := []string{f.keys.lock, f.keys.leases, f.keys.queue, f.keys.deadlines, f.keys.channel}
+	keys := []string{f.keys.Lock, f.keys.Leases, f.keys.Queue, f.keys.Deadlines, f.keys.Channel}
 	t.Cleanup(func() { f.rc.Do(context.Background(), f.rc.B().Del().Key(keys...).Build()) })
 	acquire := func(id, mode, lease string) []int64 {
-		r, err := f.script(semAcquireScript).Exec(context.Background(), f.rc, keys,
+		r, err := f.script(wire.SemAcquire).Exec(context.Background(), f.rc, keys,
 			[]string{id, lease, id, mode, "2", "1", "5000", "wait", "0"}).AsIntSlice()
 		require.NoError(t, err)
 		return r
@@ -299,7 +295,7 @@ func TestSemScripts_resolveStoresLapsedPermits(t *testing.T) {
 	require.Equal(t, int64(1), acquire("semtestkeeps", "take", "10000")[0])
 	time.Sleep(80 * time.Millisecond) // the first hold's lease ends
 	assert.Equal(t, []int64{0, -2, 0}, acquire("semtestresol", "resolve", "10000"), "never ran")
-	used, err := f.rc.Do(context.Background(), f.rc.B().Hget().Key(f.keys.lock).Field("\x01u").Build()).AsInt64()
+	used, err := f.rc.Do(context.Background(), f.rc.B().Hget().Key(f.keys.Lock).Field("\x01u").Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), used, "the lapsed hold's permit came back")
 	assert.Equal(t, int64(1), acquire("semtestthird", "take", "10000")[0], "so a new hold fits")

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"time"
 )
 
@@ -47,9 +48,9 @@ type fairMutexKind struct {
 func newFairMutexKind(lk *lock) kind {
 	k := lk.keys
 	return fairMutexKind{
-		acquireKeys: []string{k.lock, k.queue, k.deadlines, k.fence},
-		releaseKeys: []string{k.lock, k.channel, k.queue, k.deadlines, k.fence},
-		leaveKeys:   []string{k.lock, k.queue, k.deadlines, k.channel, k.fence},
+		acquireKeys: []string{k.Lock, k.Queue, k.Deadlines, k.Fence},
+		releaseKeys: []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence},
+		leaveKeys:   []string{k.Lock, k.Queue, k.Deadlines, k.Channel, k.Fence},
 	}
 }
 
@@ -63,7 +64,7 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attemp
 	if r.join {
 		queue = "wait"
 	}
-	reply, err := lk.c.eval(ctx, &r, fairAcquireScript, k.acquireKeys,
+	reply, err := lk.c.eval(ctx, &r, wire.FairAcquire, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fencingArg(lk), lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
@@ -72,7 +73,7 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attemp
 }
 
 func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := fairReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.script(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, req}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
@@ -84,7 +85,7 @@ func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ ac
 }
 
 func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {
-	return fairLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.leaveKeys,
+	return lk.c.script(wire.FairLeave).Exec(ctx, lk.c.rc, k.leaveKeys,
 		[]string{r.owner, r.id, lk.claimMs, fencingArg(lk)}).Error()
 }
 
@@ -96,4 +97,4 @@ func fencingArg(lk *lock) string {
 	return "0"
 }
 
-func (k fairMutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }
+func (k fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.acquireKeys[:1] }

@@ -171,7 +171,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		lk.owe(cmd, l, acc)
 		return nil, err
 	}
-	hk := holdKey{lk.keys.lock, owner}
+	hk := holdKey{lk.keys.Lock, owner}
 	h := sh.holds[hk]
 	if h != nil && (a.count == 1 && h.count[acc] > 0 || h.ctx.Err() != nil) {
 		// Redis started a fresh hold, so the holds recorded here had already ended; or a hold
@@ -185,7 +185,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h = nil
 	}
 	if h == nil {
-		h = &hold{key: lk.keys.lock, owner: owner, lk: lk, token: a.token, pruneAt: 8}
+		h = &hold{key: lk.keys.Lock, owner: owner, lk: lk, token: a.token, pruneAt: 8}
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		if sh.holds == nil {
 			sh.holds = make(map[holdKey]*hold)

@@ -84,7 +84,7 @@ func (lk *lock) enterLane(ctx, cmd context.Context, owner string) (*lane, error)
 func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
 	c, sh := lk.c, lk.sh
 	sh.mu.Lock()
-	l := sh.laneOf(holdKey{lk.keys.lock, owner})
+	l := sh.laneOf(holdKey{lk.keys.Lock, owner})
 	l.refs++
 	sh.mu.Unlock()
 	select {

@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"fmt"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,7 @@ type kind interface {
 	leave(ctx context.Context, lk *lock, r request) error
 	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
 	// hold (all in the lock's slot); see renew.lua.
-	renewal() (luaScript, []string)
+	renewal() (wire.Script, []string)
 	// style is how a waiter for access a waits.
 	style(a access) waitStyle
 	// name is the Kind that observers see.
@@ -149,7 +150,7 @@ type lock struct {
 	kind    kind
 	noun    string // "mutex", "rwmutex" or "semaphore", for errors
 	name    string
-	keys    lockKeys
+	keys    wire.Keys
 	lease   time.Duration // fixed lease in whole milliseconds; 0: watchdog
 	wait    WaitStrategy
 	fencing bool
@@ -157,11 +158,11 @@ type lock struct {
 	// no owner (Semaphore).
 	ownerless bool
 	err       error  // invalid name or option: returned by every call
-	sh        *shard // the client's state about this name (shardOf keys.lock)
+	sh        *shard // the client's state about this name (shardOf keys.Lock)
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
-	// ctxKey is holdCtxKey{c, keys.lock}, made an interface once: each conversion allocates.
+	// ctxKey is holdCtxKey{c, keys.Lock}, made an interface once: each conversion allocates.
 	ctxKey any
 }
 
@@ -176,7 +177,7 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		}
 		opt(&cfg)
 	}
-	err := validateName(name)
+	err := checkName(name)
 	if err == nil {
 		err = cfg.err
 	}
@@ -187,14 +188,14 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		c:       c,
 		noun:    noun,
 		name:    name,
-		keys:    newLockKeys(c.opts.KeyPrefix, name),
+		keys:    wire.NewKeys(c.opts.KeyPrefix, name),
 		lease:   cfg.lease.Truncate(time.Millisecond),
 		wait:    cfg.wait,
 		fencing: cfg.fencing,
 		err:     err,
 	}
-	lk.sh = c.shardOf(lk.keys.lock)
-	lk.ctxKey = holdCtxKey{c, lk.keys.lock}
+	lk.sh = c.shardOf(lk.keys.Lock)
+	lk.ctxKey = holdCtxKey{c, lk.keys.Lock}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
@@ -352,16 +353,11 @@ func (c *Client) notReplicated(what string, res rueidis.RedisResult) error {
 
 // eval runs script s for request r: on r's own connection if it has one, else through the
 // client (EVALSHA, falling back to EVAL when the server lacks the script).
-func (c *Client) eval(ctx context.Context, r *request, s luaScript, keys, args []string) rueidis.RedisResult {
+func (c *Client) eval(ctx context.Context, r *request, s wire.Script, keys, args []string) rueidis.RedisResult {
 	if r == nil || r.conn == nil {
-		return s.on(c).Exec(ctx, c.rc, keys, args)
+		return c.script(s).Exec(ctx, c.rc, keys, args)
 	}
-	d := r.conn
-	res := d.Do(ctx, d.B().Evalsha().Sha1(s.on(c).sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-		res = d.Do(ctx, d.B().Eval().Script(s.on(c).src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	}
-	return res
+	return c.script(s).ExecOn(ctx, r.conn, keys, args)
 }
 
 // redisErr wraps an error from Redis with the operation and lock name. A key of the wrong type
@@ -372,9 +368,9 @@ func (lk *lock) redisErr(op string, err error) error {
 		switch {
 		case strings.Contains(msg, "WRONGTYPE"):
 			return lk.errorf("%w", invalidf("a key of this lock (%s*) holds a value that is not a lock of this library, "+
-				"or a lock of another kind than %s", lk.keys.lock, lk.noun))
+				"or a lock of another kind than %s", lk.keys.Lock, lk.noun))
 		case strings.Contains(msg, "not an integer") || strings.Contains(msg, "overflow"):
-			return lk.errorf("%w", invalidf("fencing counter %q is not a number below 2^63-1", lk.keys.fence))
+			return lk.errorf("%w", invalidf("fencing counter %q is not a number below 2^63-1", lk.keys.Fence))
 		}
 	}
 	return lk.errorf("%s: %w", op, err)
@@ -416,12 +412,12 @@ func (lk *lock) token(ctx context.Context) (int64, bool) {
 // forceUnlock runs a kind's force-unlock script and marks the holds it ended lost: those this
 // process had when it was called. A waiter of this process that the script wakes may take a
 // new hold before the reply is read; that hold lives on.
-func (lk *lock) forceUnlock(ctx context.Context, s luaScript, keys, args []string) (bool, error) {
+func (lk *lock) forceUnlock(ctx context.Context, s wire.Script, keys, args []string) (bool, error) {
 	if err := lk.check(ctx); err != nil {
 		return false, err
 	}
 	ended := lk.holds()
-	n, err := s.on(lk.c).Exec(ctx, lk.c.rc, keys, args).AsInt64()
+	n, err := lk.c.script(s).Exec(ctx, lk.c.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}
@@ -435,7 +431,7 @@ func (lk *lock) holds() []*hold {
 	defer lk.sh.mu.Unlock()
 	var hs []*hold
 	for hk, h := range lk.sh.holds {
-		if hk.key == lk.keys.lock {
+		if hk.key == lk.keys.Lock {
 			hs = append(hs, h)
 		}
 	}

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"time"
 )
 
@@ -18,9 +19,9 @@ type mutexKind struct {
 }
 
 func newMutexKind(lk *lock) kind {
-	k := mutexKind{acquireKeys: []string{lk.keys.lock}, releaseKeys: []string{lk.keys.lock, lk.keys.channel}}
+	k := mutexKind{acquireKeys: []string{lk.keys.Lock}, releaseKeys: []string{lk.keys.Lock, lk.keys.Channel}}
 	if lk.fencing {
-		k.acquireKeys = append(k.acquireKeys, lk.keys.fence)
+		k.acquireKeys = append(k.acquireKeys, lk.keys.Fence)
 	}
 	return k
 }
@@ -38,7 +39,7 @@ func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 
 func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, acquireScript, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, wire.Acquire, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -47,7 +48,7 @@ func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, e
 
 func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	sent := time.Now()
-	r, err := releaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, req, unlockMessage}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
@@ -63,7 +64,7 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 
 func (mutexKind) leave(context.Context, *lock, request) error { return nil }
 
-func (k mutexKind) renewal() (luaScript, []string) { return renewScript, k.acquireKeys[:1] }
+func (k mutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.acquireKeys[:1] }
 
 // Name returns the lock name given to NewMutex or NewFairMutex.
 func (m *Mutex) Name() string { return m.name }
@@ -108,11 +109,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // other processes learn it at their next renewal. A key of another type at any of the lock's
 // names is an error wrapping [ErrInvalid], and nothing is deleted.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	keys, args := []string{m.keys.lock, m.keys.channel}, []string{unlockMessage}
+	keys, args := []string{m.keys.Lock, m.keys.Channel}, []string{unlockMessage}
 	if _, fair := m.kind.(fairMutexKind); fair {
-		keys, args = append(keys, m.keys.queue), []string{addressedPrefix, "1"}
+		keys, args = append(keys, m.keys.Queue), []string{addressedPrefix, "1"}
 	}
-	return m.forceUnlock(ctx, forceUnlockScript, keys, args)
+	return m.forceUnlock(ctx, wire.ForceUnlock, keys, args)
 }
 
 // inspect reads whether the lock is held, the hold count of owner ("" for none), and its pttl.
@@ -122,7 +123,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := inspectScript.on(m.c).Exec(ctx, m.c.rc, []string{m.keys.lock}, []string{owner}).AsIntSlice()
+	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, []string{m.keys.Lock}, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
 	}

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"sync"
 	"time"
 
@@ -201,7 +202,7 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 				keys = append(keys, hk...)
 				args = append(args, h.owner)
 			}
-			there, err := checkScript.on(c).Exec(ctx, c.rc, keys, args).AsIntSlice()
+			there, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args).AsIntSlice()
 			if err == nil && len(there) != len(chunk) {
 				err = errBadReply
 			}

@@ -29,9 +29,9 @@ type Client struct {
 	lease      time.Duration // the same, as a duration
 	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
 	id         string        // random, prefixes this client's request ids (idLen bytes)
-	// graceLine, with Options.RestartGrace, is lib.lua's GRACE line for it (see graced);
-	// gracedScripts caches those variants by the SHA-1 of the original.
-	graceLine     string
+	// graceMs is Options.RestartGrace in milliseconds (0: none); gracedScripts caches the
+	// scripts' variants for it by the SHA-1 of the original (see Client.script).
+	graceMs       int64
 	gracedScripts sync.Map
 	seq           atomic.Uint64 // request id counter
 
@@ -93,7 +93,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	}
 	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
 	if opts.RestartGrace > 0 {
-		c.graceLine = "local GRACE = " + strconv.FormatInt(opts.RestartGrace.Milliseconds(), 10) + "\n"
+		c.graceMs = opts.RestartGrace.Milliseconds()
 	}
 	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
 	c.wg.Add(3)

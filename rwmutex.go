@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"time"
 )
 
@@ -16,7 +17,7 @@ import (
 // owner's hold contexts end when it holds nothing of the lock any more, in either mode.
 type RWMutex struct{ lock }
 
-// rwKind is the read-write lock (see lua/rw_acquire.lua for its keys). The plain one prefers
+// rwKind is the read-write lock (see internal/wire/lua/rw_acquire.lua for its keys). The plain one prefers
 // writers: a waiting writer holds back new readers. The fair one serves a queue in arrival
 // order, readers that arrive together with no writer between them holding together.
 type rwKind struct {
@@ -30,12 +31,12 @@ type rwKind struct {
 func newRWKind(fair bool) func(lk *lock) kind {
 	return func(lk *lock) kind {
 		k := lk.keys
-		five := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines}
+		five := []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines}
 		return rwKind{fair: fair,
-			acquireKeys: append(five[:5:5], k.fence),
-			releaseKeys: append(five[:5:5], k.channel, k.fence),
+			acquireKeys: append(five[:5:5], k.Fence),
+			releaseKeys: append(five[:5:5], k.Channel, k.Fence),
 			renewKeys:   five[:2:2],
-			forceKeys:   []string{k.lock, k.leases, k.queue, k.deadlines, k.channel, k.fence}}
+			forceKeys:   []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel, k.Fence}}
 	}
 }
 
@@ -95,7 +96,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 	if r.join {
 		join = "wait"
 	}
-	reply, err := lk.c.eval(ctx, &r, rwAcquireScript, k.acquireKeys,
+	reply, err := lk.c.eval(ctx, &r, wire.RWAcquire, k.acquireKeys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fencingArg(lk), lk.c.fairWaitMs,
 			join, k.arg(), lk.claimMs}).AsIntSlice()
 	if err != nil {
@@ -109,7 +110,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 }
 
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
-	r, err := rwReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.script(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{owner, req, rwAccessArg[a], k.arg()}).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
@@ -121,11 +122,11 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, r
 }
 
 func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
-	return rwLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.releaseKeys,
+	return lk.c.script(wire.RWLeave).Exec(ctx, lk.c.rc, k.releaseKeys,
 		[]string{r.owner, rwAccessArg[r.access], k.arg(), r.id, lk.claimMs, fencingArg(lk)}).Error()
 }
 
-func (k rwKind) renewal() (luaScript, []string) { return rwRenewScript, k.renewKeys }
+func (k rwKind) renewal() (wire.Script, []string) { return wire.RWRenew, k.renewKeys }
 
 // Name returns the lock name given to NewRWMutex or NewFairRWMutex.
 func (rw *RWMutex) Name() string { return rw.name }
@@ -183,7 +184,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // wrapping [ErrInvalid], and nothing is deleted.
 func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	k := rw.kind.(rwKind)
-	return rw.forceUnlock(ctx, rwForceUnlockScript, k.forceKeys, []string{k.arg()})
+	return rw.forceUnlock(ctx, wire.RWForceUnlock, k.forceKeys, []string{k.arg()})
 }
 
 // inspect reads {writer held, reader owners, read holds of owner, write holds of owner}.
@@ -193,7 +194,7 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) ([]int64, error) {
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := rwInspectScript.on(rw.c).Exec(ctx, rw.c.rc, []string{rw.keys.lock, rw.keys.leases}, []string{owner}).AsIntSlice()
+	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, []string{rw.keys.Lock, rw.keys.Leases}, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 4 {
 		err = errBadReply
 	}

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strings"
 	"testing"
 	"time"
@@ -17,28 +18,25 @@ import (
 type scriptCost struct {
 	t    *testing.T
 	rc   rueidis.Client
-	keys lockKeys
+	keys wire.Keys
 }
 
 func newScriptCost(t *testing.T, name string) *scriptCost {
 	rc := testRueidis(t)
-	s := &scriptCost{t: t, rc: rc, keys: newLockKeys("rlcost"+NewOwnerID()[:8], name)}
+	s := &scriptCost{t: t, rc: rc, keys: wire.NewKeys("rlcost"+NewOwnerID()[:8], name)}
 	t.Cleanup(func() {
 		k := s.keys
-		rc.Do(context.Background(), rc.B().Del().Key(k.lock, k.queue, k.deadlines, k.leases, k.writers, k.fence).Build())
+		rc.Do(context.Background(), rc.B().Del().Key(k.Lock, k.Queue, k.Deadlines, k.Leases, k.Writers, k.Fence).Build())
 	})
 	return s
 }
 
-func (s *scriptCost) variant(sc luaScript) luaVariant {
-	if s.rc.Mode() == rueidis.ClientModeCluster {
-		return sc.sharded
-	}
-	return sc.classic
+func (s *scriptCost) variant(sc wire.Script) wire.Variant {
+	return sc.For(s.rc.Mode() == rueidis.ClientModeCluster)
 }
 
 // run runs sc and returns its reply.
-func (s *scriptCost) run(sc luaScript, keys []string, args ...string) []int64 {
+func (s *scriptCost) run(sc wire.Script, keys []string, args ...string) []int64 {
 	s.t.Helper()
 	r, err := s.variant(sc).Exec(context.Background(), s.rc, keys, args).AsIntSlice()
 	require.NoError(s.t, err)
@@ -47,9 +45,9 @@ func (s *scriptCost) run(sc luaScript, keys []string, args ...string) []int64 {
 
 // calls runs sc with its body wrapped in a function whose redis.call counts, and returns how
 // many calls the run made; the run's effects are the script's own.
-func (s *scriptCost) calls(sc luaScript, keys []string, args ...string) int64 {
+func (s *scriptCost) calls(sc wire.Script, keys []string, args ...string) int64 {
 	s.t.Helper()
-	src := strings.ReplaceAll(s.variant(sc).src, "redis.call(", "counted(")
+	src := strings.ReplaceAll(s.variant(sc).Source(), "redis.call(", "counted(")
 	src = "local calls = 0\nlocal function counted(...)\n  calls = calls + 1\n  return redis.call(...)\nend\n" +
 		"local function body()\n" + src + "\nend\nbody()\nreturn calls\n"
 	n, err := s.rc.Do(context.Background(), s.rc.B().Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).AsInt64()
@@ -68,24 +66,24 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 
 	t.Run("mutex attempt on a held lock", func(t *testing.T) {
 		s := newScriptCost(t, "m")
-		k := []string{s.keys.lock}
-		require.Equal(t, int64(1), s.run(acquireScript, k, "A", lease, "A", "take")[0])
-		assert.LessOrEqual(t, s.calls(acquireScript, k, "B", lease, "B", "take"), int64(2), "PTTL, HMGET")
+		k := []string{s.keys.Lock}
+		require.Equal(t, int64(1), s.run(wire.Acquire, k, "A", lease, "A", "take")[0])
+		assert.LessOrEqual(t, s.calls(wire.Acquire, k, "B", lease, "B", "take"), int64(2), "PTTL, HMGET")
 	})
 
 	t.Run("fair", func(t *testing.T) {
 		s := newScriptCost(t, "f")
-		acq := []string{s.keys.lock, s.keys.queue, s.keys.deadlines, s.keys.fence}
+		acq := []string{s.keys.Lock, s.keys.Queue, s.keys.Deadlines, s.keys.Fence}
 		attempt := func(owner string) []string {
 			return []string{owner, lease, owner, "take", "0", wait, "wait", "3000"}
 		}
-		require.Equal(t, int64(1), s.run(fairAcquireScript, acq, attempt("A")...)[0])
-		require.Equal(t, int64(0), s.run(fairAcquireScript, acq, attempt("B")...)[0])
+		require.Equal(t, int64(1), s.run(wire.FairAcquire, acq, attempt("A")...)[0])
+		require.Equal(t, int64(0), s.run(wire.FairAcquire, acq, attempt("B")...)[0])
 		pause()
-		assert.LessOrEqual(t, s.calls(fairAcquireScript, acq, attempt("B")...), int64(11), "a queued waiter's retry")
-		rel := []string{s.keys.lock, s.keys.channel, s.keys.queue, s.keys.deadlines, s.keys.fence}
-		assert.LessOrEqual(t, s.calls(fairReleaseScript, rel, "A", "r1"), int64(11), "a release that grants")
-		r := s.run(fairAcquireScript, acq, attempt("B")...)
+		assert.LessOrEqual(t, s.calls(wire.FairAcquire, acq, attempt("B")...), int64(11), "a queued waiter's retry")
+		rel := []string{s.keys.Lock, s.keys.Channel, s.keys.Queue, s.keys.Deadlines, s.keys.Fence}
+		assert.LessOrEqual(t, s.calls(wire.FairRelease, rel, "A", "r1"), int64(11), "a release that grants")
+		r := s.run(wire.FairAcquire, acq, attempt("B")...)
 		assert.Equal(t, []int64{1, 1, 0}, r[:3], "B was granted the lock")
 	})
 
@@ -93,41 +91,41 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 		t.Run("rw write "+fair, func(t *testing.T) {
 			s := newScriptCost(t, "rw")
 			k := s.keys
-			acq := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.fence}
+			acq := []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Fence}
 			attempt := func(owner string) []string {
 				return []string{owner, lease, owner, "take", "w", "0", wait, "wait", fair, "3000"}
 			}
-			require.Equal(t, int64(1), s.run(rwAcquireScript, acq, attempt("A")...)[0])
-			require.Equal(t, int64(0), s.run(rwAcquireScript, acq, attempt("B")...)[0])
+			require.Equal(t, int64(1), s.run(wire.RWAcquire, acq, attempt("A")...)[0])
+			require.Equal(t, int64(0), s.run(wire.RWAcquire, acq, attempt("B")...)[0])
 			pause()
 			budget := int64(8) // EXISTS HMGET ZCARD TIME ZRANGEBYSCORE ZRANGE ZADD PEXPIRE
 			if fair == "fair" {
 				budget = 11
 			}
-			assert.LessOrEqual(t, s.calls(rwAcquireScript, acq, attempt("B")...), budget, "a waiting writer's retry")
-			rel := []string{k.lock, k.leases, k.writers, k.queue, k.deadlines, k.channel, k.fence}
+			assert.LessOrEqual(t, s.calls(wire.RWAcquire, acq, attempt("B")...), budget, "a waiting writer's retry")
+			rel := []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Channel, k.Fence}
 			budget = 4 // HMGET ZRANGE DEL PUBLISH: the last hold goes, waking the waiters
 			if fair == "fair" {
 				budget = 22 // the grant to the queued writer
 			}
-			assert.LessOrEqual(t, s.calls(rwReleaseScript, rel, "A", "r1", "w", fair), budget, "the writer's release")
-			r := s.run(rwAcquireScript, acq, attempt("B")...)
+			assert.LessOrEqual(t, s.calls(wire.RWRelease, rel, "A", "r1", "w", fair), budget, "the writer's release")
+			r := s.run(wire.RWAcquire, acq, attempt("B")...)
 			assert.Equal(t, int64(1), r[0], "B takes the lock, or was granted it")
 		})
 	}
 
 	t.Run("semaphore", func(t *testing.T) {
 		s := newScriptCost(t, "sem")
-		k := []string{s.keys.lock, s.keys.leases, s.keys.queue, s.keys.deadlines, s.keys.channel}
+		k := []string{s.keys.Lock, s.keys.Leases, s.keys.Queue, s.keys.Deadlines, s.keys.Channel}
 		attempt := func(id string) []string {
 			return []string{id, lease, id, "take", "1", "1", wait, "wait", "3000"}
 		}
-		require.Equal(t, int64(1), s.run(semAcquireScript, k, attempt("A")...)[0])
-		require.Equal(t, int64(0), s.run(semAcquireScript, k, attempt("B")...)[0])
+		require.Equal(t, int64(1), s.run(wire.SemAcquire, k, attempt("A")...)[0])
+		require.Equal(t, int64(0), s.run(wire.SemAcquire, k, attempt("B")...)[0])
 		pause()
-		assert.LessOrEqual(t, s.calls(semAcquireScript, k, attempt("B")...), int64(13), "a waiter's retry")
-		assert.LessOrEqual(t, s.calls(semReleaseScript, k, "A"), int64(18), "a release that grants")
-		r := s.run(semAcquireScript, k, attempt("B")...)
+		assert.LessOrEqual(t, s.calls(wire.SemAcquire, k, attempt("B")...), int64(13), "a waiter's retry")
+		assert.LessOrEqual(t, s.calls(wire.SemRelease, k, "A"), int64(18), "a release that grants")
+		r := s.run(wire.SemAcquire, k, attempt("B")...)
 		assert.Equal(t, int64(1), r[0], "B was granted the permit")
 	})
 }

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"time"
 )
@@ -18,7 +19,7 @@ type Semaphore struct {
 	permits int64
 }
 
-// semKind is the semaphore of permits permits (see lua/sem_acquire.lua for its keys).
+// semKind is the semaphore of permits permits (see internal/wire/lua/sem_acquire.lua for its keys).
 type semKind struct {
 	permits   string
 	keys      []string // the hash, leases, queue, deadlines and channel: every script's KEYS
@@ -33,7 +34,7 @@ func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *
 	s := &Semaphore{permits: permits}
 	s.lock = c.newLock("semaphore", name, func(lk *lock) kind {
 		k := lk.keys
-		keys := []string{k.lock, k.leases, k.queue, k.deadlines, k.channel}
+		keys := []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel}
 		return semKind{permits: strconv.FormatInt(permits, 10), keys: keys, renewKeys: keys[:2:2]}
 	}, opts)
 	s.ownerless = true
@@ -57,7 +58,7 @@ func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, err
 	if r.join {
 		join = "wait"
 	}
-	reply, err := lk.c.eval(ctx, &r, semAcquireScript, k.keys,
+	reply, err := lk.c.eval(ctx, &r, wire.SemAcquire, k.keys,
 		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
 			lk.c.fairWaitMs, join, lk.claimMs}).AsIntSlice()
 	if err != nil {
@@ -79,7 +80,7 @@ func (k semKind) permitsErr(lk *lock, reply []int64) error {
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := semReleaseScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys, []string{owner}).AsIntSlice()
+	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, []string{owner}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -90,11 +91,11 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 }
 
 func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
-	return semLeaveScript.on(lk.c).Exec(ctx, lk.c.rc, k.keys,
+	return lk.c.script(wire.SemLeave).Exec(ctx, lk.c.rc, k.keys,
 		[]string{r.owner, lk.claimMs, strconv.FormatInt(r.n, 10)}).Error()
 }
 
-func (k semKind) renewal() (luaScript, []string) { return semRenewScript, k.renewKeys }
+func (k semKind) renewal() (wire.Script, []string) { return wire.SemRenew, k.renewKeys }
 
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
@@ -150,7 +151,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 // renewal. A key of another type or kind is an error wrapping [ErrInvalid], and nothing is
 // deleted.
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
-	return s.forceUnlock(ctx, semForceScript, s.kind.(semKind).keys, nil)
+	return s.forceUnlock(ctx, wire.SemForceRelease, s.kind.(semKind).keys, nil)
 }
 
 // Available returns how many permits are not held right now. It makes one round trip,
@@ -160,7 +161,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := semInspectScript.on(s.c).Exec(ctx, s.c.rc, []string{s.keys.lock, s.keys.leases, s.keys.deadlines},
+	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, []string{s.keys.Lock, s.keys.Leases, s.keys.Deadlines},
 		[]string{s.kind.(semKind).permits}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply

@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"fmt"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,7 @@ func TestShards_namesInOtherShardsDoNotWait(t *testing.T) {
 				lk, take, give := k.make(c, "busy"+k.name, w)
 				var other *shard
 				for i := 0; other == nil || other == lk.sh; i++ {
-					other = c.shardOf(newLockKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).lock)
+					other = c.shardOf(wire.NewKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).Lock)
 				}
 				other.mu.Lock()
 				defer other.mu.Unlock()

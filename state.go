@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"fmt"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 // [ErrClosed], an error wrapping [ErrInvalid] (an invalid name, or keys that are not a lock of
 // this library), or a Redis or transport error.
 func (c *Client) State(ctx context.Context, name string) (State, error) {
-	if err := validateName(name); err != nil {
+	if err := checkName(name); err != nil {
 		return State{}, fmt.Errorf("lock %q: %w", name, err)
 	}
 	if c.closed.Load() {
@@ -78,11 +79,11 @@ func (c *Client) State(ctx context.Context, name string) (State, error) {
 	if ctx == nil {
 		return State{}, fmt.Errorf("lock %q: %w", name, invalidf("nil context"))
 	}
-	keys := newLockKeys(c.opts.KeyPrefix, name)
+	keys := wire.NewKeys(c.opts.KeyPrefix, name)
 	st, err := c.readState(ctx, keys, "")
 	if err != nil {
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
-			err = invalidf("a key of this lock (%s*) holds a value that is not a lock of this library", keys.lock)
+			err = invalidf("a key of this lock (%s*) holds a value that is not a lock of this library", keys.Lock)
 		}
 		return State{}, fmt.Errorf("lock %q: %w", name, err)
 	}
@@ -103,14 +104,14 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// readState runs lua/state.lua for the lock of keys, read as kind (a Kind constant; "": tell
+// readState runs internal/wire/lua/state.lua for the lock of keys, read as kind (a Kind constant; "": tell
 // it from the keys), and decodes its reply: {kind, fencing counter, stored permits, holders as
 // {owner, count, mode, lease ms}..., waiters as {owner, mode, permits, deadline ms}...}.
-func (c *Client) readState(ctx context.Context, keys lockKeys, kind string) (State, error) {
+func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	reply, err := stateScript.on(c).Exec(ctx, c.rc,
-		[]string{keys.lock, keys.leases, keys.writers, keys.queue, keys.deadlines, keys.fence}, []string{kind}).ToArray()
+	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc,
+		[]string{keys.Lock, keys.Leases, keys.Writers, keys.Queue, keys.Deadlines, keys.Fence}, []string{kind}).ToArray()
 	if err != nil {
 		return State{}, err
 	}
@@ -127,7 +128,7 @@ func (c *Client) readState(ctx context.Context, keys lockKeys, kind string) (Sta
 		return State{}, errBadReply
 	}
 	if st.Token, err = strconv.ParseInt(tok, 10, 64); err != nil {
-		return State{}, invalidf("fencing counter %q is not a number below 2^63-1", keys.fence)
+		return State{}, invalidf("fencing counter %q is not a number below 2^63-1", keys.Fence)
 	}
 	if st.Permits, err = reply[2].AsInt64(); err != nil {
 		return State{}, errBadReply

@@ -61,7 +61,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
 	}
-	h := sh.holds[holdKey{lk.keys.lock, owner}]
+	h := sh.holds[holdKey{lk.keys.Lock, owner}]
 	p := pendingRelease{request: c.requestID(), validAtSend: h.valid()}
 	if h != nil {
 		h.releasing++

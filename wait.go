@@ -106,11 +106,11 @@ func (w *waiter) wait() (attempt, error) {
 		return w.pubsub(a, err)
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.sh.arrive(w.lk.keys.channel, w.address(), 1)
-		defer w.lk.sh.arrive(w.lk.keys.channel, w.address(), -1)
+		w.lk.sh.arrive(w.lk.keys.Channel, w.address(), 1)
+		defer w.lk.sh.arrive(w.lk.keys.Channel, w.address(), -1)
 	}
 	if w.style.wake == wakeReaders && w.r.join {
-		w.peeked, w.woken = w.lk.sh.peekReaders(w.lk.keys.channel)
+		w.peeked, w.woken = w.lk.sh.peekReaders(w.lk.keys.Channel)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {
@@ -166,7 +166,7 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 // unlock published between the first attempt and the subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 	c := w.lk.c
-	s := c.subscribe(w.lk.sh, w.lk.keys.channel)
+	s := c.subscribe(w.lk.sh, w.lk.keys.Channel)
 	if s == nil {
 		return a, ErrClosed
 	}
@@ -230,7 +230,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
-		if s = c.subscribe(w.lk.sh, w.lk.keys.channel); s == nil {
+		if s = c.subscribe(w.lk.sh, w.lk.keys.Channel); s == nil {
 			return a, ErrClosed
 		}
 		switch w.style.wake {
@@ -391,14 +391,14 @@ func (lk *lock) courtesy(woken int64, rtt time.Duration) {
 	sh := lk.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s := sh.subs[lk.keys.channel]; s != nil && s.refs > 0 {
+	if s := sh.subs[lk.keys.Channel]; s != nil && s.refs > 0 {
 		woken-- // this client's own subscription
 	}
 	if woken > 0 {
 		if sh.yielding == nil {
 			sh.yielding = make(map[string]time.Time)
 		}
-		sh.yielding[lk.keys.lock] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+		sh.yielding[lk.keys.Lock] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
 	}
 }
 
@@ -412,13 +412,13 @@ func (lk *lock) courtesyLeft() time.Duration {
 // courtesyLeftLocked is courtesyLeft called with lk's shard's mutex held.
 func (lk *lock) courtesyLeftLocked() time.Duration {
 	sh := lk.sh
-	until, ok := sh.yielding[lk.keys.lock]
+	until, ok := sh.yielding[lk.keys.Lock]
 	if !ok {
 		return 0
 	}
 	left := time.Until(until)
 	if left <= 0 {
-		delete(sh.yielding, lk.keys.lock)
+		delete(sh.yielding, lk.keys.Lock)
 	}
 	return left
 }
@@ -449,8 +449,8 @@ func (w *waiter) yield() (time.Duration, int) {
 	}
 	sh := w.lk.sh
 	sh.mu.Lock()
-	_, holds := sh.holds[holdKey{w.lk.keys.lock, w.r.owner}]
-	s := sh.subs[w.lk.keys.channel]
+	_, holds := sh.holds[holdKey{w.lk.keys.Lock, w.r.owner}]
+	s := sh.subs[w.lk.keys.Channel]
 	waiters := s != nil && s.refs > 0
 	var holderEnd time.Time
 	if waiters {

@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"errors"
+	"github.com/rlock-go/rlock/internal/wire"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -219,7 +220,7 @@ func (c *Client) renewHolds(claimedOnly bool) bool { return c.renewHoldsWithin(c
 // does).
 func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 	type group struct {
-		script luaScript
+		script wire.Script
 		slot   uint16
 	}
 	bySlot := make(map[group][]*hold)
@@ -276,7 +277,7 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 		// Load each missing script on every node once, then send those chunks again.
 		loaded := make(map[string]bool)
 		for _, r := range missing {
-			if src := r.script.on(c).src; !loaded[src] {
+			if src := c.script(r.script).Source(); !loaded[src] {
 				loaded[src] = true
 				for _, n := range c.rc.Nodes() {
 					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
@@ -307,7 +308,7 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply 
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
 		keys, args := r.args(c)
-		cmds[i] = c.rc.B().Evalsha().Sha1(r.script.on(c).sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+		cmds[i] = c.script(r.script).EvalSHA(c.rc.B(), keys, args)
 	}
 	out := make([]renewReply, len(chunks))
 	if c.opts.SyncReplicas == 0 {
@@ -344,7 +345,7 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply 
 
 // renewal is one renewal script: holds of one kind and slot.
 type renewal struct {
-	script luaScript
+	script wire.Script
 	slot   uint16 // its holds' slot (see slotOf)
 	holds  []*hold
 }
@@ -367,7 +368,7 @@ func (r renewal) args(c *Client) (keys, args []string) {
 // otherwise.
 func (c *Client) slotOf(key string) uint16 {
 	if c.cluster {
-		return slot(key)
+		return wire.Slot(key)
 	}
 	return 0
 }

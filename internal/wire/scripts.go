@@ -1,0 +1,202 @@
+package wire
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// Every script is lua/lib.lua (helpers shared by all), a newline, and its own file, which
+// states its KEYS, ARGV and replies; the scripts of kinds whose waiters queue have
+// lua/queue.lua between the two, and those of kinds with per-hold leases lua/leases.lua after
+// that. rueidis runs them with EVALSHA and falls back to EVAL on NOSCRIPT. They are immutable
+// after package initialisation.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// Script is one script in two variants: classic pub/sub, and sharded pub/sub for a Redis
+// Cluster (its wake-ups use SPUBLISH, which keeps them on the lock's shard). It is comparable.
+type Script struct{ classic, sharded Variant }
+
+// For returns the sharded variant if sharded, else the classic one.
+func (s Script) For(sharded bool) Variant {
+	if sharded {
+		return s.sharded
+	}
+	return s.classic
+}
+
+// Variant is one variant of a script, with its source and SHA-1 for commands that rueidis'
+// Lua type does not send (pipelines, dedicated connections). It is comparable.
+type Variant struct {
+	lua      *rueidis.Lua
+	src, sha string
+	readOnly bool
+}
+
+// Source returns the variant's source, as Redis gets it.
+func (v Variant) Source() string { return v.src }
+
+// SHA1 returns the hex SHA-1 of the variant's source, as EVALSHA takes it.
+func (v Variant) SHA1() string { return v.sha }
+
+// graceLine0 is how lib.lua's GRACE line reads; a client with Options.RestartGrace runs every
+// script with it replaced (see WithGrace).
+const graceLine0 = "local GRACE = 0\n"
+
+// WithGrace returns v for a client with Options.RestartGrace of ms milliseconds: lib.lua's
+// GRACE line set to it. It makes a new rueidis script; callers cache the result.
+func (v Variant) WithGrace(ms int64) Variant {
+	return variant(strings.Replace(v.src, graceLine0, "local GRACE = "+strconv.FormatInt(ms, 10)+"\n", 1), v.readOnly)
+}
+
+// How lib.lua's PUBLISH line reads, and how it reads in the sharded variant.
+const (
+	classicPublish = "local PUBLISH = 'publish'\n"
+	shardedPublish = "local PUBLISH = 'spublish'\n"
+)
+
+// Exec runs the script on c with EVALSHA, and EVAL on NOSCRIPT, and returns its reply. A
+// read-only script's commands (EVALSHA_RO, EVAL_RO) are retryable, and rueidis (v1.0.79) puts
+// a retried command back in its pool while a broken connection's writer may still read it (a
+// data race, seen after a server restart); they are pinned, so never reused.
+func (v Variant) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	if !v.readOnly {
+		return v.lua.Exec(ctx, c, keys, args)
+	}
+	res := c.Do(ctx, c.B().EvalshaRo().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build().Pin())
+	if err, ok := rueidis.IsRedisErr(res.Error()); ok && err.IsNoScript() {
+		res = c.Do(ctx, c.B().EvalRo().Script(v.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build().Pin())
+	}
+	return res
+}
+
+// ExecOn runs the script on the dedicated connection d (EVALSHA, and EVAL on NOSCRIPT), so
+// that a WAIT after it on d counts its writes.
+func (v Variant) ExecOn(ctx context.Context, d rueidis.DedicatedClient, keys, args []string) rueidis.RedisResult {
+	res := d.Do(ctx, d.B().Evalsha().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+		res = d.Do(ctx, d.B().Eval().Script(v.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return res
+}
+
+// EvalSHA builds the EVALSHA command of the script, for a pipeline; a NOSCRIPT reply means the
+// node lacks the script (SCRIPT LOAD its Source there, then send it again).
+func (v Variant) EvalSHA(b rueidis.Builder, keys, args []string) rueidis.Completed {
+	return b.Evalsha().Sha1(v.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+func variant(src string, readOnly bool) Variant {
+	mk := rueidis.NewLuaScript
+	if readOnly {
+		mk = rueidis.NewLuaScriptReadOnly
+	}
+	sum := sha1.Sum([]byte(src))
+	return Variant{lua: mk(src), src: src, sha: hex.EncodeToString(sum[:]), readOnly: readOnly}
+}
+
+// script returns the script of lua/<file>, prefixed with lib.lua; readOnly scripts run with
+// EVALSHA_RO.
+func script(file string, readOnly bool) Script { return compose(readOnly, "lib.lua", file) }
+
+// queuedScript returns the script of lua/<file> of a fair Mutex, prefixed with lib.lua and
+// queue.lua.
+func queuedScript(file string) Script { return compose(false, "lib.lua", "queue.lua", file) }
+
+// leasedScript returns the script of lua/<file> of a kind with per-hold leases and a queue,
+// prefixed with lib.lua, queue.lua and leases.lua.
+func leasedScript(file string) Script {
+	return compose(false, "lib.lua", "queue.lua", "leases.lua", file)
+}
+
+// sources maps each script's file to the classic variant's source, as Redis gets it (for the
+// fault tests, which match scripts on the wire); filled during package initialisation.
+var sources = make(map[string]string)
+
+// Source returns the source Redis gets for lua/<file> (classic pub/sub), preludes included,
+// or "" for no such script.
+func Source(file string) string { return sources[file] }
+
+// ShardedSource is Source of the variant for sharded pub/sub (a cluster's).
+func ShardedSource(file string) string {
+	return strings.Replace(sources[file], classicPublish, shardedPublish, 1)
+}
+
+// Files lists the files under lua/ that are scripts (not preludes).
+func Files() []string {
+	files := make([]string, 0, len(sources))
+	for f := range sources {
+		files = append(files, f)
+	}
+	return files
+}
+
+// compose joins files, a newline after each, into a script; of the helper files (all but the
+// last) it keeps only the functions the script uses (see prune).
+func compose(readOnly bool, files ...string) Script {
+	parts := make([]string, len(files))
+	for i, f := range files {
+		parts[i] = luaSource(f)
+	}
+	prune(parts)
+	if !strings.Contains(parts[0], classicPublish) || !strings.Contains(parts[0], graceLine0) {
+		panic("wire: lib.lua does not define PUBLISH and GRACE")
+	}
+	src := strings.Join(parts, "\n")
+	sources[files[len(files)-1]] = src
+	return Script{classic: variant(src, readOnly), sharded: variant(strings.Replace(src, classicPublish, shardedPublish, 1), readOnly)}
+}
+
+func luaSource(file string) string {
+	b, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		panic("wire: missing script " + file)
+	}
+	return string(b)
+}
+
+// Scripts of Mutex and fair Mutex.
+var (
+	Acquire     = script("acquire.lua", false)
+	Release     = script("release.lua", false)
+	Renew       = script("renew.lua", false)
+	ForceUnlock = queuedScript("forceunlock.lua")
+	Inspect     = script("inspect.lua", true)
+	FairAcquire = queuedScript("fair_acquire.lua")
+	FairRelease = queuedScript("fair_release.lua")
+	FairLeave   = queuedScript("fair_leave.lua")
+)
+
+// Scripts of RWMutex.
+var (
+	RWAcquire     = leasedScript("rw_acquire.lua")
+	RWRelease     = leasedScript("rw_release.lua")
+	RWLeave       = leasedScript("rw_leave.lua")
+	RWRenew       = leasedScript("rw_renew.lua")
+	RWInspect     = script("rw_inspect.lua", false)
+	RWForceUnlock = leasedScript("rw_forceunlock.lua")
+)
+
+// Scripts of Semaphore.
+var (
+	SemAcquire      = leasedScript("sem_acquire.lua")
+	SemRelease      = leasedScript("sem_release.lua")
+	SemLeave        = leasedScript("sem_leave.lua")
+	SemRenew        = leasedScript("sem_renew.lua")
+	SemInspect      = script("sem_inspect.lua", false)
+	SemForceRelease = leasedScript("sem_forcerelease.lua")
+)
+
+// ReadState reads the State of a lock of any kind; read-only, so it also runs on a replica.
+// It needs queue.lua's splitEntry.
+var ReadState = compose(true, "lib.lua", "queue.lua", "state.lua")
+
+// Check reports which holds still exist, after a restart or failover.
+var Check = script("check.lua", true)
