@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -76,9 +77,9 @@ func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	sh.arrive(channel, "me", 1)
 	s := c.subscribe(sh, channel)
 	require.NotNil(t, s)
-	s.deliver(addressedPrefix + "me")
+	s.deliver(wire.AddressedPrefix + "me")
 	for i := range 5000 {
-		s.deliver(addressedPrefix + "other" + NewOwnerID()[:6] + string(rune('a'+i%26)))
+		s.deliver(wire.AddressedPrefix + "other" + NewOwnerID()[:6] + string(rune('a'+i%26)))
 	}
 	s.mu.Lock()
 	assert.Len(t, s.unclaimed, 1, "messages for owners not arriving here are not kept")

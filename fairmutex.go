@@ -2,8 +2,9 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // A fair mutex hands the lock out in the order waiters arrived. Beside the lock hash it keeps

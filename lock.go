@@ -3,12 +3,12 @@ package rlock
 import (
 	"context"
 	"fmt"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // One machinery serves every kind of lock. A lock is a name, its keys and settings; its kind

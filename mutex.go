@@ -2,8 +2,9 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // Mutex is a reentrant distributed lock identified by a name. It holds only the name and
@@ -49,7 +50,7 @@ func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, e
 func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	sent := time.Now()
 	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, req, unlockMessage}).AsIntSlice()
+		[]string{owner, req, wire.UnlockMessage}).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -109,9 +110,9 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // other processes learn it at their next renewal. A key of another type at any of the lock's
 // names is an error wrapping [ErrInvalid], and nothing is deleted.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	keys, args := []string{m.keys.Lock, m.keys.Channel}, []string{unlockMessage}
+	keys, args := []string{m.keys.Lock, m.keys.Channel}, []string{wire.UnlockMessage}
 	if _, fair := m.kind.(fairMutexKind); fair {
-		keys, args = append(keys, m.keys.Queue), []string{addressedPrefix, "1"}
+		keys, args = append(keys, m.keys.Queue), []string{wire.AddressedPrefix, "1"}
 	}
 	return m.forceUnlock(ctx, wire.ForceUnlock, keys, args)
 }

@@ -2,11 +2,11 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // Restarts and failovers. A server that restarts without its data, or a failover to a replica

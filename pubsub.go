@@ -3,21 +3,11 @@ package rlock
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
-)
-
-// Messages on a lock's channel. addressedPrefix starts a message meant for one waiter (fair
-// kinds, semaphores: "@" and its address, its owner or hold id), which may go on with a NUL
-// and a grant (direct handoff: the request id it was granted for, the fencing token and the
-// claim in ms, NUL-separated; see queue.lua); readersMessage wakes every reader waiting in the
-// client and one other waiter; any other message ("0") wakes one waiter.
-const (
-	addressedPrefix = "@"
-	readersMessage  = "*"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // subscription is this client's one subscription to a lock channel, shared by all local
@@ -75,17 +65,16 @@ func permit(ch chan struct{}) {
 	}
 }
 
-// deliver handles a message on the channel. It runs on rueidis' reader and must not block.
+// deliver handles a message on the channel (see wire.ParseMessage). It runs on rueidis' reader and must not block.
 func (s *subscription) deliver(msg string) {
-	rest, ok := strings.CutPrefix(msg, addressedPrefix)
-	if !ok {
-		if msg == readersMessage {
+	kind, addr, grant := wire.ParseMessage(msg)
+	if kind != wire.WakeAddressed {
+		if kind == wire.WakeReaders {
 			s.wakeReaders()
 		}
 		permit(s.wake)
 		return
 	}
-	addr, grant, _ := strings.Cut(rest, "\x00")
 	if s.tell(addr, grant) || !s.sh.arriving(s.channel, addr) {
 		return
 	}

@@ -2,8 +2,9 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // RWMutex is a reentrant distributed read-write lock identified by a name: any number of

@@ -2,12 +2,12 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -2,9 +2,10 @@ package rlock
 
 import (
 	"context"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // Semaphore is a distributed counting semaphore identified by a name: at most Permits

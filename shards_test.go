@@ -3,13 +3,13 @@ package rlock
 import (
 	"context"
 	"fmt"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

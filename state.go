@@ -3,12 +3,12 @@ package rlock
 import (
 	"context"
 	"fmt"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // State is who holds a lock and who waits for it, as Redis had it at one instant of its clock.

@@ -5,9 +5,6 @@ import (
 	"time"
 )
 
-// unlockMessage is published on a plain lock's channel when it is released.
-const unlockMessage = "0"
-
 // release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
 // ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
 // observer's context; see detach). See Mutex.Unlock for its errors.

@@ -2,9 +2,9 @@ package rlock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // waiter is one call trying to acquire a lock (Lock, RLock, Acquire and their Try forms).
@@ -299,7 +299,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 }
 
 // granted reads grant, a grant that came in a message addressed to this waiter (see
-// addressedPrefix), and returns the attempt it amounts to if it is for this call's request and
+// wire.ParseMessage), and returns the attempt it amounts to if it is for this call's request and
 // provably newer than the last attempt, sent at queued, that found the call waiting: the hold
 // started after queued, with the grant's token and claim. Its count is unknown (0): the owner
 // may have re-entered since, elsewhere. Otherwise the caller's next attempt decides.
@@ -311,21 +311,16 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 // entry (a grant whose claim ran out while its message was on the way, then a new place) is
 // never taken so. A grant whose claim would already have ended here is left to the attempt too.
 func (w *waiter) granted(grant string, queued time.Time) (attempt, bool) {
-	req, rest, ok := strings.Cut(grant, "\x00")
-	if !ok || req != w.r.id || w.joins != 1 {
-		return attempt{}, false // none, another call's of the same owner, or maybe stale
-	}
-	tok, claim, _ := strings.Cut(rest, "\x00")
-	token, err1 := strconv.ParseInt(tok, 10, 64)
-	ms, err2 := strconv.ParseInt(claim, 10, 64)
-	if err1 != nil || err2 != nil || ms <= 0 {
-		return attempt{}, false // not ours to read: the next attempt finds the grant
-	}
-	d := time.Duration(ms) * time.Millisecond
-	if !localEnd(queued, d).After(time.Now()) {
+	g, ok := wire.ParseGrant(grant)
+	if !ok || g.Request != w.r.id || w.joins != 1 {
+		// none, not ours to read (the next attempt finds the grant), another call's of the
+		// same owner, or maybe stale
 		return attempt{}, false
 	}
-	return attempt{acquired: true, token: token, sent: queued, claim: d}, true
+	if !localEnd(queued, g.Claim).After(time.Now()) {
+		return attempt{}, false
+	}
+	return attempt{acquired: true, token: g.Token, sent: queued, claim: g.Claim}, true
 }
 
 // takeTurn takes the owner's lane for an attempt, or for a hold that came without one (a

@@ -3,10 +3,10 @@ package rlock
 import (
 	"context"
 	"errors"
-	"github.com/rlock-go/rlock/internal/wire"
 	"strings"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
 	"time"
 )
 

@@ -102,7 +102,8 @@ local function splitEntry(e)
 end
 
 -- grantMessage is the wake-up that tells the waiter at addr that request req was granted the
--- lock with fencing token tok and a lease of claim ms (from the moment the script ran).
+-- lock with fencing token tok and a lease of claim ms (from the moment the script ran). The
+-- messages on a lock's channel, and how the client reads them: see ../message.go.
 local function grantMessage(addr, req, tok, claim)
   return '@' .. addr .. '\0' .. req .. '\0' .. tok .. '\0' .. claim
 end
