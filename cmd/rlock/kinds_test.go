@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -130,7 +131,7 @@ func TestExec_readers(t *testing.T) {
 	assert.Equal(t, 0, writer.wait(t, 5*time.Second))
 	code, out, _ = e.run("status", "cfg")
 	assert.Equal(t, exitFree, code)
-	assert.Equal(t, "cfg: free (key "+e.prefix+":{cfg})\n", out)
+	assert.Equal(t, "cfg: free (key "+wire.LockKey(e.prefix, "cfg")+")\n", out)
 }
 
 // TestExec_writerStatus: status of a write hold, and of a writer that also reads (through
@@ -328,7 +329,7 @@ func TestStatus_fairRWQueue(t *testing.T) {
 	assert.Equal(t, 0, r.wait(t, 5*time.Second))
 	code, out, _ := e.run("status", "--fair", "q")
 	assert.Equal(t, exitFree, code)
-	assert.Equal(t, "q: free (key "+e.prefix+":{q})\nqueue: empty\n", out)
+	assert.Equal(t, "q: free (key "+wire.LockKey(e.prefix, "q")+")\nqueue: empty\n", out)
 }
 
 // TestExec_forceUnlockSemaphore: unlock --force of a semaphore ends every hold (their CMDs get
@@ -389,7 +390,7 @@ func TestExec_wrongKind(t *testing.T) {
 		for _, o := range tc.others {
 			code, _, stderr := e.run("exec", append(o, "--wait", "0", "kind", "--", "touch", marker)...)
 			assert.Equal(t, exitUsage, code, "%q on %q: stderr: %s", o, tc.holder, stderr)
-			assert.Contains(t, stderr, `rlock: lock "kind" `+fmt.Sprintf(tc.msg, e.prefix+":{kind}")+"\n", "%q on %q", o, tc.holder)
+			assert.Contains(t, stderr, `rlock: lock "kind" `+fmt.Sprintf(tc.msg, wire.LockKey(e.prefix, "kind"))+"\n", "%q on %q", o, tc.holder)
 			assert.NoFileExists(t, marker)
 		}
 		h.signal(t, syscall.SIGTERM)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // holdKind is what "rlock exec" holds.
@@ -172,7 +173,7 @@ func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
 		return nil
 	}
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
-		name, found, lockKey(f.keyPrefix(), name), takenWith(found))
+		name, found, wire.LockKey(f.keyPrefix(), name), takenWith(found))
 }
 
 // takenWith names the flags of exec that take a lock of kind found (lockMutex, lockRW or

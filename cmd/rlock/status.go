@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // The kinds of lock that status, unlock and exec tell apart, as they name them in messages;
@@ -73,7 +74,7 @@ func runStatus(args []string, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rlock: status: %v\n", err)
 		return exitError
 	}
-	printState(stdout, st, lockKey(f.keyPrefix(), name), f.fair)
+	printState(stdout, st, wire.LockKey(f.keyPrefix(), name), f.fair)
 	if len(st.Holders) > 0 {
 		return exitHeld
 	}
@@ -88,17 +89,11 @@ func oneName(fs *flag.FlagSet, pos, rest []string) error {
 		return usagef("%s: missing NAME", fs.Name())
 	case len(rest) > 0:
 		return usagef("%s: unexpected arguments after NAME %q: %q", fs.Name(), pos[0], rest)
-	case pos[0] == "":
-		return usagef("%s: empty NAME", fs.Name())
-	case strings.HasPrefix(pos[0], "}"): // the library's rule: P:{}...} would have no hash tag
-		return usagef("%s: NAME %q starts with '}'", fs.Name(), pos[0])
+	}
+	if err := wire.CheckName(pos[0]); err != nil {
+		return usagef("%s: NAME: %v", fs.Name(), err)
 	}
 	return nil
-}
-
-// lockKey is the Redis key of the lock hash of name, as the library names it.
-func lockKey(prefix, name string) string {
-	return prefix + ":{" + name + "}"
 }
 
 // printState writes st for the lock whose hash is the Redis key key; fair adds "queue: empty"

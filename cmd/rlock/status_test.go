@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // waiting for it.
 func TestStatus(t *testing.T) {
 	e := newEnv(t)
-	key := e.prefix + ":{s}"
+	key := wire.LockKey(e.prefix, "s")
 	code, out, stderr := e.run("status", "s")
 	assert.Equal(t, exitFree, code, "stderr: %s", stderr)
 	assert.Equal(t, "s: free (key "+key+")\n", out)
@@ -74,7 +75,7 @@ func TestStatus_fairQueue(t *testing.T) {
 
 	code, out, _ = e.run("status", "--fair", "q")
 	assert.Equal(t, exitFree, code)
-	assert.Equal(t, "q: free (key "+e.prefix+":{q})\nqueue: empty\n", out)
+	assert.Equal(t, "q: free (key "+wire.LockKey(e.prefix, "q")+")\nqueue: empty\n", out)
 }
 
 // TestStatus_redisURLFromEnvironment: without --redis, REDIS_URL names the server.
@@ -83,14 +84,14 @@ func TestStatus_redisURLFromEnvironment(t *testing.T) {
 	env := append(envWithout("REDIS_URL"), "REDIS_URL=redis://"+redisAddr)
 	code, out, stderr := e.runArgs(env, []string{"status", "--prefix", e.prefix, "u"})
 	assert.Equal(t, exitFree, code, "stderr: %s", stderr)
-	assert.Equal(t, "u: free (key "+e.prefix+":{u})\n", out)
+	assert.Equal(t, "u: free (key "+wire.LockKey(e.prefix, "u")+")\n", out)
 }
 
 // TestWrongTypeKey: a key of another type at a lock's name is an error for status and unlock
 // (2), and an argument the library refuses for exec (64); nothing is changed.
 func TestWrongTypeKey(t *testing.T) {
 	e := newEnv(t)
-	key := e.prefix + ":{wt}"
+	key := wire.LockKey(e.prefix, "wt")
 	require.NoError(t, e.admin.Do(context.Background(), e.admin.B().Set().Key(key).Value("x").Build()).Error())
 
 	code, _, stderr := e.run("status", "wt")

@@ -35,6 +35,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status"}, "status: missing NAME"},
 		{[]string{"status", "a", "b"}, `unexpected arguments after NAME "a"`},
 		{[]string{"status", "}x"}, "starts with '}'"},
+		{[]string{"status", ""}, "status: NAME: empty lock name"},
 		{[]string{"unlock", "n"}, "unlock: needs --force"},
 		{[]string{"frobnicate", "n"}, `unknown subcommand "frobnicate"`},
 	} {
