@@ -43,16 +43,13 @@ func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
 
 // fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.
 type fairMutexKind struct {
-	acquireKeys, releaseKeys, leaveKeys []string // each script's KEYS
+	acquireKeys, releaseKeys, leaveKeys, renewKeys []string // each script's KEYS
 }
 
 func newFairMutexKind(lk *lock) kind {
 	k := lk.keys
-	return fairMutexKind{
-		acquireKeys: []string{k.Lock, k.Queue, k.Deadlines, k.Fence},
-		releaseKeys: []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence},
-		leaveKeys:   []string{k.Lock, k.Queue, k.Deadlines, k.Channel, k.Fence},
-	}
+	return fairMutexKind{acquireKeys: k.FairAcquire(), releaseKeys: k.FairRelease(), leaveKeys: k.FairLeave(),
+		renewKeys: k.Renew(false)}
 }
 
 func (fairMutexKind) name() string { return KindFairMutex }
@@ -61,12 +58,9 @@ func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddres
 
 func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	queue := "try"
-	if r.join {
-		queue = "wait"
-	}
-	reply, err := lk.c.eval(ctx, &r, wire.FairAcquire, k.acquireKeys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], fencingArg(lk), lk.c.fairWaitMs, queue, lk.claimMs}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
+		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Fencing: lk.fencing,
+		FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -75,7 +69,7 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attemp
 
 func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	r, err := lk.c.script(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, req}).AsIntSlice()
+		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -87,15 +81,7 @@ func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ ac
 
 func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {
 	return lk.c.script(wire.FairLeave).Exec(ctx, lk.c.rc, k.leaveKeys,
-		[]string{r.owner, r.id, lk.claimMs, fencingArg(lk)}).Error()
+		wire.FairLeaveArgs{Owner: r.owner, Request: r.id, ClaimMs: lk.claimMs, Fencing: lk.fencing}.Strings()).Error()
 }
 
-// fencingArg is the scripts' fencing flag: "1" when lk issues fencing tokens.
-func fencingArg(lk *lock) string {
-	if lk.fencing {
-		return "1"
-	}
-	return "0"
-}
-
-func (k fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.acquireKeys[:1] }
+func (k fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }

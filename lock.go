@@ -88,7 +88,7 @@ const (
 )
 
 // modeArg is the script argument of each mode.
-var modeArg = [...]string{takeLock: "take", reenterOnly: "reenter", resolveOnly: "resolve"}
+var modeArg = [...]wire.Mode{takeLock: wire.Take, reenterOnly: wire.Reenter, resolveOnly: wire.Resolve}
 
 // attempt is the outcome of one run of an acquire script.
 type attempt struct {

@@ -15,16 +15,11 @@ type Mutex struct{ lock }
 // A plain Mutex keeps its holds in one hash, owner -> hold count, whose expiry is the lease;
 // a release publishes "0" on the lock's channel, which wakes one waiter per client.
 type mutexKind struct {
-	acquireKeys []string // the hash, and the fencing counter with WithFencing
-	releaseKeys []string // the hash and the channel
+	acquireKeys, releaseKeys, renewKeys []string // each script's KEYS
 }
 
 func newMutexKind(lk *lock) kind {
-	k := mutexKind{acquireKeys: []string{lk.keys.Lock}, releaseKeys: []string{lk.keys.Lock, lk.keys.Channel}}
-	if lk.fencing {
-		k.acquireKeys = append(k.acquireKeys, lk.keys.Fence)
-	}
-	return k
+	return mutexKind{acquireKeys: lk.keys.Acquire(lk.fencing), releaseKeys: lk.keys.Release(), renewKeys: lk.keys.Renew(false)}
 }
 
 // NewMutex returns the reentrant mutex called name. It does not touch Redis. An empty name or
@@ -40,7 +35,8 @@ func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 
 func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.Acquire, k.acquireKeys, []string{r.owner, lk.leaseMs, r.id, modeArg[r.mode]}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, wire.Acquire, k.acquireKeys,
+		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode]}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -50,7 +46,7 @@ func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, e
 func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	sent := time.Now()
 	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, req, wire.UnlockMessage}).AsIntSlice()
+		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -65,7 +61,7 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 
 func (mutexKind) leave(context.Context, *lock, request) error { return nil }
 
-func (k mutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.acquireKeys[:1] }
+func (k mutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }
 
 // Name returns the lock name given to NewMutex or NewFairMutex.
 func (m *Mutex) Name() string { return m.name }
@@ -110,11 +106,12 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // other processes learn it at their next renewal. A key of another type at any of the lock's
 // names is an error wrapping [ErrInvalid], and nothing is deleted.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	keys, args := []string{m.keys.Lock, m.keys.Channel}, []string{wire.UnlockMessage}
-	if _, fair := m.kind.(fairMutexKind); fair {
-		keys, args = append(keys, m.keys.Queue), []string{wire.AddressedPrefix, "1"}
+	_, fair := m.kind.(fairMutexKind)
+	args := wire.ForceUnlockArgs{Message: wire.UnlockMessage}
+	if fair {
+		args = wire.ForceUnlockArgs{Message: wire.AddressedPrefix, Fair: true}
 	}
-	return m.forceUnlock(ctx, wire.ForceUnlock, keys, args)
+	return m.forceUnlock(ctx, wire.ForceUnlock, m.keys.ForceUnlock(fair), args.Strings())
 }
 
 // inspect reads whether the lock is held, the hold count of owner ("" for none), and its pttl.
@@ -124,7 +121,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, []string{m.keys.Lock}, []string{owner}).AsIntSlice()
+	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
 	}

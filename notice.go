@@ -177,12 +177,12 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 			if h.watchdog || h.lost {
 				continue
 			}
-			k := "mutex" // check.lua's name for the kind's key layout
+			k := wire.CheckMutex
 			switch h.lk.kind.(type) {
 			case rwKind:
-				k = "rw"
+				k = wire.CheckRW
 			case semKind:
-				k = "sem"
+				k = wire.CheckSem
 			}
 			g := group{k, c.slotOf(h.key)}
 			groups[g] = append(groups[g], h)
@@ -195,14 +195,13 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 			chunk := holds[:n]
 			holds = holds[n:]
 			keys := make([]string, 0, 2*n)
-			args := make([]string, 1, n+1)
-			args[0] = g.kind
+			args := wire.CheckArgs{Kind: g.kind, Owners: make([]string, 0, n)}
 			for _, h := range chunk {
 				_, hk := h.lk.kind.renewal()
 				keys = append(keys, hk...)
-				args = append(args, h.owner)
+				args.Owners = append(args.Owners, h.owner)
 			}
-			there, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args).AsIntSlice()
+			there, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
 			if err == nil && len(there) != len(chunk) {
 				err = errBadReply
 			}

@@ -22,29 +22,23 @@ type RWMutex struct{ lock }
 // writers: a waiting writer holds back new readers. The fair one serves a queue in arrival
 // order, readers that arrive together with no writer between them holding together.
 type rwKind struct {
-	fair        bool
-	acquireKeys []string // the hash, leases, waiting writers, queue, deadlines, fencing counter
-	releaseKeys []string // the same five, the channel and the fencing counter (also rw_leave.lua's)
-	renewKeys   []string // the hash and the leases
-	forceKeys   []string // the hash, leases, queue, deadlines, channel and fencing counter
+	fair bool
+	// each script's KEYS (releaseKeys: also rw_leave.lua's)
+	acquireKeys, releaseKeys, renewKeys, forceKeys []string
 }
 
 func newRWKind(fair bool) func(lk *lock) kind {
 	return func(lk *lock) kind {
 		k := lk.keys
-		five := []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines}
-		return rwKind{fair: fair,
-			acquireKeys: append(five[:5:5], k.Fence),
-			releaseKeys: append(five[:5:5], k.Channel, k.Fence),
-			renewKeys:   five[:2:2],
-			forceKeys:   []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel, k.Fence}}
+		return rwKind{fair: fair, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(), renewKeys: k.Renew(true),
+			forceKeys: k.RWForceUnlock()}
 	}
 }
 
 // rwAccessArg is the scripts' name of each access, and rwAddressPrefix what starts the address
 // of a fair waiter for it (its hash field, "<r|w>:<owner>").
 var (
-	rwAccessArg     = [accesses]string{exclusive: "w", shared: "r"}
+	rwAccessArg     = [accesses]wire.Access{exclusive: wire.Write, shared: wire.Read}
 	rwAddressPrefix = [accesses]string{exclusive: "w:", shared: "r:"}
 )
 
@@ -71,13 +65,6 @@ func (k rwKind) name() string {
 	return KindRWMutex
 }
 
-func (k rwKind) arg() string {
-	if k.fair {
-		return "fair"
-	}
-	return "plain"
-}
-
 func (k rwKind) style(a access) waitStyle {
 	switch {
 	case k.fair:
@@ -93,13 +80,9 @@ func (k rwKind) style(a access) waitStyle {
 
 func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	join := "try"
-	if r.join {
-		join = "wait"
-	}
-	reply, err := lk.c.eval(ctx, &r, wire.RWAcquire, k.acquireKeys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], rwAccessArg[r.access], fencingArg(lk), lk.c.fairWaitMs,
-			join, k.arg(), lk.claimMs}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
+		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Access: rwAccessArg[r.access],
+		Fencing: lk.fencing, FairWaitMs: lk.c.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -112,7 +95,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
 	r, err := lk.c.script(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{owner, req, rwAccessArg[a], k.arg()}).AsIntSlice()
+		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 3 {
 		err = errBadReply
 	}
@@ -124,7 +107,8 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, r
 
 func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
 	return lk.c.script(wire.RWLeave).Exec(ctx, lk.c.rc, k.releaseKeys,
-		[]string{r.owner, rwAccessArg[r.access], k.arg(), r.id, lk.claimMs, fencingArg(lk)}).Error()
+		wire.RWLeaveArgs{Owner: r.owner, Access: rwAccessArg[r.access], Fair: k.fair, Request: r.id, ClaimMs: lk.claimMs,
+			Fencing: lk.fencing}.Strings()).Error()
 }
 
 func (k rwKind) renewal() (wire.Script, []string) { return wire.RWRenew, k.renewKeys }
@@ -185,7 +169,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // wrapping [ErrInvalid], and nothing is deleted.
 func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	k := rw.kind.(rwKind)
-	return rw.forceUnlock(ctx, wire.RWForceUnlock, k.forceKeys, []string{k.arg()})
+	return rw.forceUnlock(ctx, wire.RWForceUnlock, k.forceKeys, wire.RWForceUnlockArgs{Fair: k.fair}.Strings())
 }
 
 // inspect reads {writer held, reader owners, read holds of owner, write holds of owner}.
@@ -195,7 +179,7 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) ([]int64, error) {
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, []string{rw.keys.Lock, rw.keys.Leases}, []string{owner}).AsIntSlice()
+	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 4 {
 		err = errBadReply
 	}

@@ -34,9 +34,7 @@ type semKind struct {
 func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
 	s := &Semaphore{permits: permits}
 	s.lock = c.newLock("semaphore", name, func(lk *lock) kind {
-		k := lk.keys
-		keys := []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel}
-		return semKind{permits: strconv.FormatInt(permits, 10), keys: keys, renewKeys: keys[:2:2]}
+		return semKind{permits: strconv.FormatInt(permits, 10), keys: lk.keys.Sem(), renewKeys: lk.keys.Renew(true)}
 	}, opts)
 	s.ownerless = true
 	switch {
@@ -55,13 +53,9 @@ func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, q
 
 func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	join := "try"
-	if r.join {
-		join = "wait"
-	}
-	reply, err := lk.c.eval(ctx, &r, wire.SemAcquire, k.keys,
-		[]string{r.owner, lk.leaseMs, r.id, modeArg[r.mode], k.permits, strconv.FormatInt(r.n, 10),
-			lk.c.fairWaitMs, join, lk.claimMs}).AsIntSlice()
+	reply, err := lk.c.eval(ctx, &r, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
+		Hold: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Permits: k.permits,
+		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -81,7 +75,7 @@ func (k semKind) permitsErr(lk *lock, reply []int64) error {
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, []string{owner}).AsIntSlice()
+	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}
@@ -93,7 +87,7 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 
 func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
 	return lk.c.script(wire.SemLeave).Exec(ctx, lk.c.rc, k.keys,
-		[]string{r.owner, lk.claimMs, strconv.FormatInt(r.n, 10)}).Error()
+		wire.SemLeaveArgs{Hold: r.owner, ClaimMs: lk.claimMs, N: strconv.FormatInt(r.n, 10)}.Strings()).Error()
 }
 
 func (k semKind) renewal() (wire.Script, []string) { return wire.SemRenew, k.renewKeys }
@@ -152,7 +146,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 // renewal. A key of another type or kind is an error wrapping [ErrInvalid], and nothing is
 // deleted.
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
-	return s.forceUnlock(ctx, wire.SemForceRelease, s.kind.(semKind).keys, nil)
+	return s.forceUnlock(ctx, wire.SemForceRelease, s.kind.(semKind).keys, wire.SemForceReleaseArgs{}.Strings())
 }
 
 // Available returns how many permits are not held right now. It makes one round trip,
@@ -162,8 +156,8 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, []string{s.keys.Lock, s.keys.Leases, s.keys.Deadlines},
-		[]string{s.kind.(semKind).permits}).AsIntSlice()
+	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, s.keys.SemInspect(),
+		wire.SemInspectArgs{Permits: s.kind.(semKind).permits}.Strings()).AsIntSlice()
 	if err == nil && len(r) != 2 {
 		err = errBadReply
 	}

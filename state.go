@@ -111,7 +111,7 @@ func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (St
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
 	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc,
-		[]string{keys.Lock, keys.Leases, keys.Writers, keys.Queue, keys.Deadlines, keys.Fence}, []string{kind}).ToArray()
+		keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
 	if err != nil {
 		return State{}, err
 	}

@@ -354,14 +354,13 @@ type renewal struct {
 // lease, then each hold's owner).
 func (r renewal) args(c *Client) (keys, args []string) {
 	keys = make([]string, 0, 2*len(r.holds))
-	args = make([]string, 1, len(r.holds)+1)
-	args[0] = c.leaseMs
+	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
 	for _, h := range r.holds {
 		_, hk := h.lk.kind.renewal()
 		keys = append(keys, hk...)
-		args = append(args, h.owner)
+		a.Owners = append(a.Owners, h.owner)
 	}
-	return keys, args
+	return keys, a.Strings()
 }
 
 // slotOf groups keys for multi-key commands: by hash slot on a cluster, all in one group

@@ -71,3 +71,78 @@ func Slot(key string) uint16 {
 	}
 	return crc & 16383
 }
+
+// The KEYS of each script, in the order its header lists them. The library makes each list
+// once per lock, not per call.
+
+// Acquire returns acquire.lua's KEYS: the hash, and the fencing counter with fencing.
+func (k Keys) Acquire(fencing bool) []string {
+	if fencing {
+		return []string{k.Lock, k.Fence}
+	}
+	return []string{k.Lock}
+}
+
+// Release returns release.lua's KEYS.
+func (k Keys) Release() []string { return []string{k.Lock, k.Channel} }
+
+// Inspect returns inspect.lua's KEYS.
+func (k Keys) Inspect() []string { return []string{k.Lock} }
+
+// ForceUnlock returns forceunlock.lua's KEYS: a fair Mutex's have its queue too.
+func (k Keys) ForceUnlock(fair bool) []string {
+	if fair {
+		return []string{k.Lock, k.Channel, k.Queue}
+	}
+	return []string{k.Lock, k.Channel}
+}
+
+// FairAcquire returns fair_acquire.lua's KEYS.
+func (k Keys) FairAcquire() []string { return []string{k.Lock, k.Queue, k.Deadlines, k.Fence} }
+
+// FairRelease returns fair_release.lua's KEYS.
+func (k Keys) FairRelease() []string {
+	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence}
+}
+
+// FairLeave returns fair_leave.lua's KEYS.
+func (k Keys) FairLeave() []string { return []string{k.Lock, k.Queue, k.Deadlines, k.Channel, k.Fence} }
+
+// RWAcquire returns rw_acquire.lua's KEYS.
+func (k Keys) RWAcquire() []string {
+	return []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Fence}
+}
+
+// RWRelease returns the KEYS of rw_release.lua and rw_leave.lua.
+func (k Keys) RWRelease() []string {
+	return []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Channel, k.Fence}
+}
+
+// RWForceUnlock returns rw_forceunlock.lua's KEYS.
+func (k Keys) RWForceUnlock() []string {
+	return []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel, k.Fence}
+}
+
+// RWInspect returns rw_inspect.lua's KEYS.
+func (k Keys) RWInspect() []string { return []string{k.Lock, k.Leases} }
+
+// Sem returns the KEYS of sem_acquire.lua, sem_release.lua, sem_leave.lua and
+// sem_forcerelease.lua.
+func (k Keys) Sem() []string { return []string{k.Lock, k.Leases, k.Queue, k.Deadlines, k.Channel} }
+
+// SemInspect returns sem_inspect.lua's KEYS.
+func (k Keys) SemInspect() []string { return []string{k.Lock, k.Leases, k.Deadlines} }
+
+// State returns state.lua's KEYS.
+func (k Keys) State() []string {
+	return []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Fence}
+}
+
+// Renew returns the KEYS of one hold in a renewal script (renew.lua, rw_renew.lua,
+// sem_renew.lua) and in check.lua: the hash, and the leases for a kind with per-hold leases.
+func (k Keys) Renew(leased bool) []string {
+	if leased {
+		return []string{k.Lock, k.Leases}
+	}
+	return []string{k.Lock}
+}

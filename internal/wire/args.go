@@ -1,0 +1,281 @@
+package wire
+
+// Each script's ARGV as a Go type: its fields are the arguments in ARGV order, each with a
+// `argv` tag quoting a phrase of that argument's line in the script's header comment, and
+// Strings gives them as the script takes them. header_test.go checks the fields, the tags and
+// Strings against the headers, so the two cannot drift apart. Numbers in milliseconds or
+// permits are decimal strings: the library formats them once per lock, not per call.
+
+// Mode is how an acquire script treats the lock (ARGV mode of the acquire scripts).
+type Mode string
+
+// Modes of an acquire attempt.
+const (
+	Take    Mode = "take"    // take a free lock or re-enter
+	Reenter Mode = "reenter" // re-enter a hold the owner has; leave a free lock to the waiters
+	Resolve Mode = "resolve" // report whether the request ran (and took a hold); change nothing
+)
+
+// Access is the hold an RWMutex script takes or gives back: "w" to write, "r" to read.
+type Access string
+
+// Accesses of an RWMutex hold.
+const (
+	Write Access = "w"
+	Read  Access = "r"
+)
+
+// flag is how the scripts take a yes-or-no argument: '1' or '0'.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// join is how the acquire scripts take whether to wait: 'wait' or 'try'.
+func join(b bool) string {
+	if b {
+		return "wait"
+	}
+	return "try"
+}
+
+// flavour is how the RWMutex scripts take the kind: 'fair' or 'plain'.
+func flavour(fair bool) string {
+	if fair {
+		return "fair"
+	}
+	return "plain"
+}
+
+// AcquireArgs is acquire.lua's ARGV.
+type AcquireArgs struct {
+	Owner   string `argv:"owner id"`
+	LeaseMs string `argv:"lease in milliseconds"`
+	Request string `argv:"request id"`
+	Mode    Mode   `argv:"mode"`
+}
+
+// Strings returns a as ARGV.
+func (a AcquireArgs) Strings() []string {
+	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode)}
+}
+
+// FairAcquireArgs is fair_acquire.lua's ARGV.
+type FairAcquireArgs struct {
+	Owner      string `argv:"owner id"`
+	LeaseMs    string `argv:"lease in milliseconds"`
+	Request    string `argv:"request id"`
+	Mode       Mode   `argv:"mode"`
+	Fencing    bool   `argv:"fencing token"`
+	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool   `argv:"'wait' to join"`
+	ClaimMs    string `argv:"claim in milliseconds"`
+}
+
+// Strings returns a as ARGV.
+func (a FairAcquireArgs) Strings() []string {
+	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), flag(a.Fencing), a.FairWaitMs, join(a.Join), a.ClaimMs}
+}
+
+// RWAcquireArgs is rw_acquire.lua's ARGV.
+type RWAcquireArgs struct {
+	Owner      string `argv:"owner id"`
+	LeaseMs    string `argv:"lease in milliseconds"`
+	Request    string `argv:"request id"`
+	Mode       Mode   `argv:"mode"`
+	Access     Access `argv:"'r' for a read hold"`
+	Fencing    bool   `argv:"fencing counter"`
+	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool   `argv:"'wait' to wait"`
+	Fair       bool   `argv:"'fair' for arrival order"`
+	ClaimMs    string `argv:"claim in milliseconds"`
+}
+
+// Strings returns a as ARGV.
+func (a RWAcquireArgs) Strings() []string {
+	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), string(a.Access), flag(a.Fencing), a.FairWaitMs,
+		join(a.Join), flavour(a.Fair), a.ClaimMs}
+}
+
+// SemAcquireArgs is sem_acquire.lua's ARGV.
+type SemAcquireArgs struct {
+	Hold       string `argv:"hold id"`
+	LeaseMs    string `argv:"lease in milliseconds"`
+	Request    string `argv:"request id"`
+	Mode       Mode   `argv:"mode"`
+	Permits    string `argv:"permits of the semaphore"`
+	N          string `argv:"permits this hold takes"`
+	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool   `argv:"'wait' to join"`
+	ClaimMs    string `argv:"claim in milliseconds"`
+}
+
+// Strings returns a as ARGV.
+func (a SemAcquireArgs) Strings() []string {
+	return []string{a.Hold, a.LeaseMs, a.Request, string(a.Mode), a.Permits, a.N, a.FairWaitMs, join(a.Join), a.ClaimMs}
+}
+
+// ReleaseArgs is release.lua's ARGV.
+type ReleaseArgs struct {
+	Owner   string `argv:"owner id"`
+	Request string `argv:"request id"`
+	Message string `argv:"unlock message"` // UnlockMessage
+}
+
+// Strings returns a as ARGV.
+func (a ReleaseArgs) Strings() []string { return []string{a.Owner, a.Request, a.Message} }
+
+// FairReleaseArgs is fair_release.lua's ARGV.
+type FairReleaseArgs struct {
+	Owner   string `argv:"owner id"`
+	Request string `argv:"request id"`
+}
+
+// Strings returns a as ARGV.
+func (a FairReleaseArgs) Strings() []string { return []string{a.Owner, a.Request} }
+
+// RWReleaseArgs is rw_release.lua's ARGV.
+type RWReleaseArgs struct {
+	Owner   string `argv:"owner id"`
+	Request string `argv:"request id"`
+	Access  Access `argv:"'r' or 'w'"`
+	Fair    bool   `argv:"'fair' or 'plain'"`
+}
+
+// Strings returns a as ARGV.
+func (a RWReleaseArgs) Strings() []string {
+	return []string{a.Owner, a.Request, string(a.Access), flavour(a.Fair)}
+}
+
+// SemReleaseArgs is sem_release.lua's ARGV.
+type SemReleaseArgs struct {
+	Hold string `argv:"hold id"`
+}
+
+// Strings returns a as ARGV.
+func (a SemReleaseArgs) Strings() []string { return []string{a.Hold} }
+
+// FairLeaveArgs is fair_leave.lua's ARGV.
+type FairLeaveArgs struct {
+	Owner   string `argv:"owner id"`
+	Request string `argv:"request id"`
+	ClaimMs string `argv:"its claim"`
+	Fencing bool   `argv:"its fencing flag"`
+}
+
+// Strings returns a as ARGV.
+func (a FairLeaveArgs) Strings() []string {
+	return []string{a.Owner, a.Request, a.ClaimMs, flag(a.Fencing)}
+}
+
+// RWLeaveArgs is rw_leave.lua's ARGV.
+type RWLeaveArgs struct {
+	Owner   string `argv:"owner id"`
+	Access  Access `argv:"'r' or 'w'"`
+	Fair    bool   `argv:"'fair' or 'plain'"`
+	Request string `argv:"request id"`
+	ClaimMs string `argv:"its claim"`
+	Fencing bool   `argv:"its fencing flag"`
+}
+
+// Strings returns a as ARGV.
+func (a RWLeaveArgs) Strings() []string {
+	return []string{a.Owner, string(a.Access), flavour(a.Fair), a.Request, a.ClaimMs, flag(a.Fencing)}
+}
+
+// SemLeaveArgs is sem_leave.lua's ARGV.
+type SemLeaveArgs struct {
+	Hold    string `argv:"hold id"`
+	ClaimMs string `argv:"its claim"`
+	N       string `argv:"its permits"`
+}
+
+// Strings returns a as ARGV.
+func (a SemLeaveArgs) Strings() []string { return []string{a.Hold, a.ClaimMs, a.N} }
+
+// ForceUnlockArgs is forceunlock.lua's ARGV: a plain Mutex's wakes one waiter with
+// UnlockMessage; a fair one's (Fair) wakes the queue's head, AddressedPrefix and its address.
+type ForceUnlockArgs struct {
+	Message string `argv:"unlock message"`
+	Fair    bool   `argv:"'1' for a fair lock"`
+}
+
+// Strings returns a as ARGV (ARGV[2] only for a fair lock).
+func (a ForceUnlockArgs) Strings() []string {
+	if a.Fair {
+		return []string{a.Message, "1"}
+	}
+	return []string{a.Message}
+}
+
+// RWForceUnlockArgs is rw_forceunlock.lua's ARGV.
+type RWForceUnlockArgs struct {
+	Fair bool `argv:"'fair' or 'plain'"`
+}
+
+// Strings returns a as ARGV.
+func (a RWForceUnlockArgs) Strings() []string { return []string{flavour(a.Fair)} }
+
+// SemForceReleaseArgs is sem_forcerelease.lua's ARGV: none.
+type SemForceReleaseArgs struct{}
+
+// Strings returns a as ARGV.
+func (SemForceReleaseArgs) Strings() []string { return nil }
+
+// InspectArgs is the ARGV of inspect.lua and rw_inspect.lua.
+type InspectArgs struct {
+	Owner string `argv:"owner id"` // whose hold counts to read; "" for none
+}
+
+// Strings returns a as ARGV.
+func (a InspectArgs) Strings() []string { return []string{a.Owner} }
+
+// SemInspectArgs is sem_inspect.lua's ARGV.
+type SemInspectArgs struct {
+	Permits string `argv:"permits of the semaphore"`
+}
+
+// Strings returns a as ARGV.
+func (a SemInspectArgs) Strings() []string { return []string{a.Permits} }
+
+// StateArgs is state.lua's ARGV.
+type StateArgs struct {
+	Kind string `argv:"the kind the caller made"` // a Kind of the root package, or ""
+}
+
+// Strings returns a as ARGV.
+func (a StateArgs) Strings() []string { return []string{a.Kind} }
+
+// RenewArgs is the ARGV of renew.lua, rw_renew.lua and sem_renew.lua: the lease, then one
+// owner (a semaphore: hold id) per hold, whose keys (Keys.Renew) come in the same order.
+type RenewArgs struct {
+	LeaseMs string   `argv:"lease in milliseconds"`
+	Owners  []string `argv:"id"`
+}
+
+// Strings returns a as ARGV.
+func (a RenewArgs) Strings() []string {
+	return append(append(make([]string, 0, 1+len(a.Owners)), a.LeaseMs), a.Owners...)
+}
+
+// CheckArgs is check.lua's ARGV: the holds' kind (CheckMutex, CheckRW or CheckSem), then one
+// owner (a semaphore: hold id) per hold, whose keys (Keys.Renew of that kind) come in the same
+// order.
+type CheckArgs struct {
+	Kind   string   `argv:"the holds' kind"`
+	Owners []string `argv:"owner id"`
+}
+
+// check.lua's names of the kinds' key layouts.
+const (
+	CheckMutex = "mutex" // Mutex and fair Mutex: the hash
+	CheckRW    = "rw"    // RWMutex: the hash and the leases
+	CheckSem   = "sem"   // Semaphore: the hash and the leases
+)
+
+// Strings returns a as ARGV.
+func (a CheckArgs) Strings() []string {
+	return append(append(make([]string, 0, 1+len(a.Owners)), a.Kind), a.Owners...)
+}
