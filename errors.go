@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 var (
@@ -36,6 +38,14 @@ func invalidf(format string, args ...any) error {
 
 // errBadReply reports a script reply of an unexpected shape.
 var errBadReply = errors.New("rlock: unexpected reply from Redis")
+
+// badReply returns errBadReply for wire.ErrBadReply, else err.
+func badReply(err error) error {
+	if err == wire.ErrBadReply {
+		return errBadReply
+	}
+	return err
+}
 
 // Lost reports whether ctx, a hold context or one derived from it, ended because the lease was
 // lost: its cause is [ErrLockLost]. It is false while the hold lives, and for a hold context that

@@ -70,13 +70,10 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attemp
 func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	r, err := lk.c.script(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 2 {
-		err = errBadReply
-	}
 	if err != nil {
 		return released{}, err
 	}
-	return released{left: r[0], total: r[0], woken: r[1]}, nil
+	return parseReleased(wire.ParseRelease(r))
 }
 
 func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {

@@ -109,31 +109,15 @@ type attempt struct {
 	unreplicated error
 }
 
-// parseAttempt reads the common acquire reply: {1, count, token} when acquired, {1, count,
-// token, pttl} when a release granted it to the request, {0, pttl, head[, joined]} when not
-// (pttl -1: no expiry, -2: free but another waiter is ahead).
+// parseAttempt reads an acquire script's reply (see wire.ParseAttempt) into a, sent already. A
+// kind whose script has sentinel replies maps them to errors before.
 func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
-	if len(reply) >= 3 && reply[0] == 1 {
-		a.acquired, a.count, a.token = true, reply[1], reply[2]
-		if len(reply) == 4 && reply[3] >= 0 {
-			// A grant's lease as Redis has it, at least 1ms: 0 would read as no claim, a full
-			// lease, for a grant in its last millisecond.
-			a.claim = max(time.Duration(reply[3])*time.Millisecond, time.Millisecond)
-		}
-		return a, nil
-	}
-	if len(reply) < 2 || reply[0] != 0 {
+	w, err := wire.ParseAttempt(reply)
+	if err != nil {
 		return a, fmt.Errorf("rlock: %s %q: unexpected acquire reply %v", lk.noun, lk.name, reply)
 	}
-	a.pttl = time.Duration(reply[1]) * time.Millisecond
-	switch {
-	case reply[1] == -2:
-		a.pttl = 0 // free, but a waiter is ahead (or left to the waiters)
-	case reply[1] < 0:
-		a.pttl = -1
-	}
-	a.head = len(reply) >= 3 && reply[2] == 1
-	a.joined = len(reply) >= 4 && reply[3] == 1
+	a.acquired, a.count, a.token, a.claim = w.Acquired, w.Count, w.Token, w.Claim
+	a.pttl, a.head, a.joined = w.PTTL, w.Head, w.Joined
 	return a, nil
 }
 

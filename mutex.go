@@ -47,16 +47,14 @@ func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access
 	sent := time.Now()
 	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 2 {
-		err = errBadReply
-	}
 	if err != nil {
 		return released{}, err
 	}
-	if r[0] == 0 {
-		lk.courtesy(r[1], time.Since(sent))
+	rel, err := parseReleased(wire.ParseRelease(r))
+	if err == nil && rel.left == 0 {
+		lk.courtesy(rel.woken, time.Since(sent))
 	}
-	return released{left: r[0], total: r[0], woken: r[1]}, nil
+	return rel, err
 }
 
 func (mutexKind) leave(context.Context, *lock, request) error { return nil }
@@ -122,13 +120,14 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
 	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 3 {
-		err = errBadReply
+	var in wire.Inspection
+	if err == nil {
+		in, err = wire.ParseInspect(r)
 	}
 	if err != nil {
-		return false, 0, 0, m.redisErr("inspect", err)
+		return false, 0, 0, m.redisErr("inspect", badReply(err))
 	}
-	return r[0] > 0, r[1], time.Duration(r[2]) * time.Millisecond, nil
+	return in.Held, in.Count, in.PTTL, nil
 }
 
 // IsLocked reports whether any owner holds m. It makes one round trip, bounded by ctx.

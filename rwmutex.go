@@ -86,7 +86,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
-	if len(reply) == 1 && reply[0] == -1 {
+	if _, err := wire.ParseAttempt(reply); err == wire.ErrReadHoldsOnly {
 		return a, lk.errorf("%w", invalidf("owner %q holds it only for reading: Lock would wait for itself "+
 			"(release the read holds first)", r.owner))
 	}
@@ -96,13 +96,10 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
 	r, err := lk.c.script(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 3 {
-		err = errBadReply
-	}
 	if err != nil {
 		return released{}, err
 	}
-	return released{left: r[0], woken: r[1], total: r[2]}, nil
+	return parseReleased(wire.ParseRWRelease(r))
 }
 
 func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
@@ -172,28 +169,29 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return rw.forceUnlock(ctx, wire.RWForceUnlock, k.forceKeys, wire.RWForceUnlockArgs{Fair: k.fair}.Strings())
 }
 
-// inspect reads {writer held, reader owners, read holds of owner, write holds of owner}.
-func (rw *RWMutex) inspect(ctx context.Context, owner string) ([]int64, error) {
+// inspect reads whether a writer holds rw, how many owners read, and owner's holds.
+func (rw *RWMutex) inspect(ctx context.Context, owner string) (wire.RWInspection, error) {
 	if err := rw.check(ctx); err != nil {
-		return nil, err
+		return wire.RWInspection{}, err
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
 	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 4 {
-		err = errBadReply
+	var in wire.RWInspection
+	if err == nil {
+		in, err = wire.ParseRWInspect(r)
 	}
 	if err != nil {
-		return nil, rw.redisErr("inspect", err)
+		return wire.RWInspection{}, rw.redisErr("inspect", badReply(err))
 	}
-	return r, nil
+	return in, nil
 }
 
 // IsLocked reports whether an owner holds rw for writing. It makes one round trip, bounded by
 // ctx.
 func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
 	r, err := rw.inspect(ctx, "")
-	return err == nil && r[0] == 1, err
+	return err == nil && r.Writer, err
 }
 
 // Readers returns the number of owners holding rw for reading (a writer that also reads
@@ -203,7 +201,7 @@ func (rw *RWMutex) Readers(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return int(r[1]), nil
+	return int(r.Readers), nil
 }
 
 // HoldCount returns the read and write holds the owner in ctx has on rw (0, 0 if none, or if
@@ -221,7 +219,7 @@ func (rw *RWMutex) HoldCount(ctx context.Context) (read, write int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return int(r[2]), int(r[3]), nil
+	return int(r.Read), int(r.Write), nil
 }
 
 // Token returns the fencing token of the hold of rw that ctx carries, and true: a write

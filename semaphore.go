@@ -59,30 +59,25 @@ func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, err
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
-	if err := k.permitsErr(lk, reply); err != nil {
-		return a, err
+	if _, err := wire.ParseAttempt(reply); err != nil {
+		if pe, ok := err.(wire.PermitsError); ok {
+			return a, k.permitsErr(lk, pe.Stored)
+		}
 	}
 	return lk.parseAttempt(a, reply)
 }
 
-// permitsErr reports a script's {-3, stored} reply: the semaphore is in use with another
-// permit count.
-func (k semKind) permitsErr(lk *lock, reply []int64) error {
-	if len(reply) == 2 && reply[0] == -3 {
-		return lk.errorf("%w", invalidf("the semaphore is in use with %d permits, not %s", reply[1], k.permits))
-	}
-	return nil
+// permitsErr is the error for a semaphore in use with stored permits, not k's.
+func (k semKind) permitsErr(lk *lock, stored int64) error {
+	return lk.errorf("%w", invalidf("the semaphore is in use with %d permits, not %s", stored, k.permits))
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 2 {
-		err = errBadReply
-	}
 	if err != nil {
 		return released{}, err
 	}
-	return released{left: r[0], total: r[0], woken: r[1]}, nil
+	return parseReleased(wire.ParseRelease(r))
 }
 
 func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
@@ -158,14 +153,15 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	}
 	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, s.keys.SemInspect(),
 		wire.SemInspectArgs{Permits: s.kind.(semKind).permits}.Strings()).AsIntSlice()
-	if err == nil && len(r) != 2 {
-		err = errBadReply
+	var free int64
+	if err == nil {
+		free, err = wire.ParseSemInspect(r)
+	}
+	if pe, ok := err.(wire.PermitsError); ok {
+		return 0, s.kind.(semKind).permitsErr(&s.lock, pe.Stored)
 	}
 	if err != nil {
-		return 0, s.redisErr("available", err)
+		return 0, s.redisErr("available", badReply(err))
 	}
-	if err := s.kind.(semKind).permitsErr(&s.lock, r); err != nil {
-		return 0, err
-	}
-	return r[1], nil
+	return free, nil
 }

@@ -3,7 +3,6 @@ package rlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +57,7 @@ func (rw *RWMutex) State(ctx context.Context) (State, error) { return rw.state(c
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	st, err := s.state(ctx)
 	if err == nil && st.Permits != s.permits && (len(st.Holders) > 0 || len(st.Waiters) > 0) {
-		return State{}, s.kind.(semKind).permitsErr(&s.lock, []int64{-3, st.Permits})
+		return State{}, s.kind.(semKind).permitsErr(&s.lock, st.Permits)
 	}
 	return st, err
 }
@@ -104,64 +103,28 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// readState runs internal/wire/lua/state.lua for the lock of keys, read as kind (a Kind constant; "": tell
-// it from the keys), and decodes its reply: {kind, fencing counter, stored permits, holders as
-// {owner, count, mode, lease ms}..., waiters as {owner, mode, permits, deadline ms}...}.
+// readState runs internal/wire/lua/state.lua for the lock of keys, read as kind (a Kind
+// constant; "": tell it from the keys), and decodes its reply (see wire.ParseState).
 func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc,
-		keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
+	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
 	if err != nil {
 		return State{}, err
 	}
-	if len(reply) != 5 {
-		return State{}, errBadReply
-	}
-	var st State
-	var tok string
-	var holders, waiters []rueidis.RedisMessage
-	if st.Kind, err = reply[0].ToString(); err != nil {
-		return State{}, errBadReply
-	}
-	if tok, err = reply[1].ToString(); err != nil {
-		return State{}, errBadReply
-	}
-	if st.Token, err = strconv.ParseInt(tok, 10, 64); err != nil {
+	r, err := wire.ParseState(reply)
+	switch {
+	case err == wire.ErrBadCounter:
 		return State{}, invalidf("fencing counter %q is not a number below 2^63-1", keys.Fence)
+	case err != nil:
+		return State{}, badReply(err)
 	}
-	if st.Permits, err = reply[2].AsInt64(); err != nil {
-		return State{}, errBadReply
+	st := State{Kind: r.Kind, Token: r.Token, Permits: r.Permits}
+	for _, h := range r.Holders {
+		st.Holders = append(st.Holders, Holder{Owner: h.Owner, Count: int(h.Count), Mode: h.Mode, Lease: h.Lease})
 	}
-	if holders, err = reply[3].ToArray(); err != nil || len(holders)%4 != 0 {
-		return State{}, errBadReply
-	}
-	if waiters, err = reply[4].ToArray(); err != nil || len(waiters)%4 != 0 {
-		return State{}, errBadReply
-	}
-	for i := 0; i < len(holders); i += 4 {
-		owner, err1 := holders[i].ToString()
-		count, err2 := holders[i+1].AsInt64()
-		mode, err3 := holders[i+2].ToString()
-		ms, err4 := holders[i+3].AsInt64()
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-			return State{}, errBadReply
-		}
-		lease := time.Duration(ms) * time.Millisecond
-		if ms < 0 {
-			lease = -1
-		}
-		st.Holders = append(st.Holders, Holder{Owner: owner, Count: int(count), Mode: mode, Lease: lease})
-	}
-	for i := 0; i < len(waiters); i += 4 {
-		owner, err1 := waiters[i].ToString()
-		mode, err2 := waiters[i+1].ToString()
-		permits, err3 := waiters[i+2].AsInt64()
-		ms, err4 := waiters[i+3].AsInt64()
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-			return State{}, errBadReply
-		}
-		st.Waiters = append(st.Waiters, Waiter{Owner: owner, Mode: mode, Permits: permits, Deadline: time.Duration(ms) * time.Millisecond})
+	for _, w := range r.Waiters {
+		st.Waiters = append(st.Waiters, Waiter{Owner: w.Owner, Mode: w.Mode, Permits: w.Permits, Deadline: w.Deadline})
 	}
 	return st, nil
 }

@@ -3,7 +3,17 @@ package rlock
 import (
 	"context"
 	"time"
+
+	"github.com/rlock-go/rlock/internal/wire"
 )
+
+// parseReleased is a release script's decoded reply (see wire.ParseRelease) as released.
+func parseReleased(r wire.Released, err error) (released, error) {
+	if err != nil {
+		return released{}, badReply(err)
+	}
+	return released{left: r.Left, total: r.Total, woken: r.Woken}, nil
+}
 
 // release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
 // ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
