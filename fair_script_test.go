@@ -295,7 +295,7 @@ func TestSemScripts_resolveStoresLapsedPermits(t *testing.T) {
 	require.Equal(t, int64(1), acquire("semtestkeeps", "take", "10000")[0])
 	time.Sleep(80 * time.Millisecond) // the first hold's lease ends
 	assert.Equal(t, []int64{0, -2, 0}, acquire("semtestresol", "resolve", "10000"), "never ran")
-	used, err := f.rc.Do(context.Background(), f.rc.B().Hget().Key(f.keys.Lock).Field("\x01u").Build()).AsInt64()
+	used, err := f.rc.Do(context.Background(), f.rc.B().Hget().Key(f.keys.Lock).Field(wire.FieldUsed).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), used, "the lapsed hold's permit came back")
 	assert.Equal(t, int64(1), acquire("semtestthird", "take", "10000")[0], "so a new hold fits")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,7 +62,7 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 			}
 			// Hold the poll until the release has granted the lock, then pin its last ms.
 			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-				g, _ := e.do("HGET", key, "\x01g").ToString()
+				g, _ := e.do("HGET", key, wire.FieldGrant).ToString()
 				if g != "" {
 					armed.Store(false)
 					assert.NoError(t, pin(offset.Load()))

@@ -14,7 +14,7 @@ import (
 // Every script is lua/lib.lua (helpers shared by all), a newline, and its own file, which
 // states its KEYS, ARGV and replies; the scripts of kinds whose waiters queue have
 // lua/queue.lua between the two, and those of kinds with per-hold leases lua/leases.lua after
-// that. rueidis runs them with EVALSHA and falls back to EVAL on NOSCRIPT. They are immutable
+// that, then their kind's helpers (lua/rw.lua, lua/sem.lua). rueidis runs them with EVALSHA and falls back to EVAL on NOSCRIPT. They are immutable
 // after package initialisation.
 //
 //go:embed lua/*.lua
@@ -110,10 +110,16 @@ func script(file string, readOnly bool) Script { return compose(readOnly, "lib.l
 // queue.lua.
 func queuedScript(file string) Script { return compose(false, "lib.lua", "queue.lua", file) }
 
-// leasedScript returns the script of lua/<file> of a kind with per-hold leases and a queue,
-// prefixed with lib.lua, queue.lua and leases.lua.
-func leasedScript(file string) Script {
-	return compose(false, "lib.lua", "queue.lua", "leases.lua", file)
+// rwScript returns the script of lua/<file> of an RWMutex, prefixed with lib.lua, queue.lua,
+// leases.lua (per-hold leases) and rw.lua (the RWMutex scripts' helpers).
+func rwScript(file string) Script {
+	return compose(false, "lib.lua", "queue.lua", "leases.lua", "rw.lua", file)
+}
+
+// semScript returns the script of lua/<file> of a Semaphore, prefixed with lib.lua, queue.lua,
+// leases.lua (per-hold leases) and sem.lua (the Semaphore scripts' helpers).
+func semScript(file string) Script {
+	return compose(false, "lib.lua", "queue.lua", "leases.lua", "sem.lua", file)
 }
 
 // sources maps each script's file to the classic variant's source, as Redis gets it (for the
@@ -176,22 +182,22 @@ var (
 
 // Scripts of RWMutex.
 var (
-	RWAcquire     = leasedScript("rw_acquire.lua")
-	RWRelease     = leasedScript("rw_release.lua")
-	RWLeave       = leasedScript("rw_leave.lua")
-	RWRenew       = leasedScript("rw_renew.lua")
+	RWAcquire     = rwScript("rw_acquire.lua")
+	RWRelease     = rwScript("rw_release.lua")
+	RWLeave       = rwScript("rw_leave.lua")
+	RWRenew       = rwScript("rw_renew.lua")
 	RWInspect     = script("rw_inspect.lua", false)
-	RWForceUnlock = leasedScript("rw_forceunlock.lua")
+	RWForceUnlock = rwScript("rw_forceunlock.lua")
 )
 
 // Scripts of Semaphore.
 var (
-	SemAcquire      = leasedScript("sem_acquire.lua")
-	SemRelease      = leasedScript("sem_release.lua")
-	SemLeave        = leasedScript("sem_leave.lua")
-	SemRenew        = leasedScript("sem_renew.lua")
+	SemAcquire      = semScript("sem_acquire.lua")
+	SemRelease      = semScript("sem_release.lua")
+	SemLeave        = semScript("sem_leave.lua")
+	SemRenew        = semScript("sem_renew.lua")
 	SemInspect      = script("sem_inspect.lua", false)
-	SemForceRelease = leasedScript("sem_forcerelease.lua")
+	SemForceRelease = semScript("sem_forcerelease.lua")
 )
 
 // ReadState reads the State of a lock of any kind; read-only, so it also runs on a replica.

@@ -1,0 +1,25 @@
+package wire
+
+// Special fields of a lock's hash (Keys.Lock). Hold fields are owner ids (Mutex), "r:<owner>"
+// and "w:<owner>" (RWMutex) or hold ids (Semaphore), none of which starts with a control
+// character; the library's own fields start with one, so they never clash with a hold:
+//
+//   - "\x00<client><owner>": the replay record of the last request of a client (the first 12
+//     bytes of its request ids) for an owner, "<request id>:<count>" (lib.lua marker/record).
+//   - the fields below, "\x01" and a letter. The scripts write them as Lua literals ('\1k');
+//     fields_test.go checks that the scripts use exactly these.
+const (
+	// FieldKind is the kind of lock the hash is: "rw" (RWMutex) or "sem" (Semaphore); a
+	// Mutex's hash has none. A script given a hash of another kind raises WRONGTYPE.
+	FieldKind = "\x01k"
+	// FieldGrant records a grant (direct handoff): in a fair Mutex's hash, the request id the
+	// last release granted the lock to; in a fair RWMutex's, FieldGrant + "<r|w>:<owner>" is
+	// the request id granted that hold. The grantee's next attempt finds it there.
+	FieldGrant = "\x01g"
+	// FieldWriter is the owner that holds an RWMutex for writing.
+	FieldWriter = "\x01w"
+	// FieldPermits is a Semaphore's permit count, checked against every caller's.
+	FieldPermits = "\x01p"
+	// FieldUsed is the number of a Semaphore's permits held.
+	FieldUsed = "\x01u"
+)
