@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock/internal/wire"
-	"time"
 )
 
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
