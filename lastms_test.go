@@ -120,7 +120,14 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 				_ = v.Unlock(vh)
 				continue
 			}
-			require.NoError(t, v.Unlock(vh))
+			// The key is there, but on a loaded machine a claim of a few ms can end before the
+			// watchdog's early renewal is confirmed: the hold context ended by its deadline and
+			// the hold is lost (the key, renewed, ends with its lease). Ending early is allowed;
+			// ending after Redis's lease is not.
+			if err := v.Unlock(vh); err != nil {
+				require.ErrorIs(t, err, rlock.ErrLockLost)
+				require.Error(t, vh.Err(), "Unlock reports the hold lost while its context is live")
+			}
 		}
 		t.Logf("grants found with at most a few ms left: %d of %d cycles", hits, cycles)
 		if hits == 0 {
