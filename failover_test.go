@@ -2,7 +2,7 @@ package rlock_test
 
 // Failover measurements (issue 8): what a hold, a waiter and a second client see when Redis
 // fails over. Every test skips unless its deployment is set up, and on the deployment that the
-// rest of the suite runs on (rlock.TopologyEnv):
+// rest of the suite runs on (redistest.TopologyEnv):
 //
 //	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v .
 //	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v .
@@ -37,8 +37,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // ---- small tools ----
@@ -48,7 +50,7 @@ import (
 func foDo(n node, args ...string) rueidis.RedisResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return n.rc.Do(ctx, n.rc.B().Arbitrary(args...).Build())
+	return n.RC.Do(ctx, n.RC.B().Arbitrary(args...).Build())
 }
 
 // foSignal sends sig to the process pid (a server that one of the with-* scripts started).
@@ -235,22 +237,22 @@ func foTrials(env string, def int) int {
 // deployment of their own, with the suite on the standalone server.
 func foNotTheSuites(t *testing.T, topology string) {
 	t.Helper()
-	needsRedis(t)
-	if suite.Topology == topology {
+	redistest.NeedsRedis(t)
+	if redistest.Suite().Topology == topology {
 		t.Skipf("fails the %s over, which the other tests run on (%s=%s): run it with the suite on "+
-			"the standalone server (%s unset)", topology, rlock.TopologyEnv, topology, rlock.TopologyEnv)
+			"the standalone server (%s unset)", topology, redistest.TopologyEnv, topology, redistest.TopologyEnv)
 	}
 }
 
 // foPrefix is a key prefix of its own for one test.
-func foPrefix() string { return fmt.Sprintf("rlfo%d-%d", os.Getpid(), prefixSeq.Add(1)) }
+func foPrefix() string { return redistest.NewPrefix("rlfo") }
 
 // ---- cluster ----
 
 // foCluster is the cluster at REDIS_CLUSTER_ADDRS, with what it takes to start a node again
 // after a test killed it.
 type foCluster struct {
-	*csCluster
+	*redistest.Cluster
 	byAddr map[string]node
 	top    *testing.T // the test that made it: nodes started again run until it ends
 }
@@ -267,26 +269,23 @@ var (
 
 func foClusterFromEnv(t *testing.T) *foCluster {
 	t.Helper()
-	env := os.Getenv("REDIS_CLUSTER_ADDRS")
-	if env == "" {
-		t.Skip("REDIS_CLUSTER_ADDRS is not set (scripts/with-cluster.sh sets it)")
-	}
+	c := redistest.ClusterAddrsFromEnv(t)
 	foNotTheSuites(t, "cluster")
-	f := &foCluster{csCluster: &csCluster{addrs: strings.Split(env, ",")}, byAddr: map[string]node{}, top: t}
-	for _, a := range f.addrs {
+	f := &foCluster{Cluster: c, byAddr: map[string]node{}, top: t}
+	for _, a := range f.Addrs {
 		// A node that an earlier test of this file killed (and whose replacement that test
 		// stopped when it ended) is started again, as a process of this test.
 		if !foPings(a) {
 			f.restart(t, a)
 		}
-		n := newNode(t, a)
-		f.nodes = append(f.nodes, n)
+		n := redistest.NewNode(t, a)
+		f.Nodes = append(f.Nodes, n)
 		f.byAddr[a] = n
 	}
 	foConfMu.Lock()
 	defer foConfMu.Unlock()
-	for _, n := range f.nodes {
-		if _, ok := foConfs[n.addr]; ok {
+	for _, n := range f.Nodes {
+		if _, ok := foConfs[n.Addr]; ok {
 			continue
 		}
 		get := func(name string) string {
@@ -296,7 +295,7 @@ func foClusterFromEnv(t *testing.T) *foCluster {
 			}
 			return kv[name]
 		}
-		foConfs[n.addr] = foNodeConf{get("dir"), get("cluster-config-file"), get("cluster-port"),
+		foConfs[n.Addr] = foNodeConf{get("dir"), get("cluster-config-file"), get("cluster-port"),
 			get("cluster-node-timeout"), get("logfile")}
 	}
 	return f
@@ -342,13 +341,13 @@ func (f *foCluster) restart(t *testing.T, addr string) {
 
 // slotsOf is the slot map as node n sees it: one owner address per slot range.
 func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
-	slots, err := clusterSlots(foDo(n, "CLUSTER", "SLOTS"))
+	slots, err := redistest.ClusterSlots(foDo(n, "CLUSTER", "SLOTS"))
 	if err != nil {
 		return nil, err
 	}
 	m := map[[2]int64]string{}
 	for _, s := range slots {
-		m[[2]int64{int64(s.lo), int64(s.hi)}] = s.master
+		m[[2]int64{int64(s.Lo), int64(s.Hi)}] = s.Master
 	}
 	return m, nil
 }
@@ -359,41 +358,41 @@ func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
 func (f *foCluster) unhealthy() string {
 	var first map[[2]int64]string
 	masters := 0
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		ci, err := foDo(n, "CLUSTER", "INFO").ToString()
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		if !strings.Contains(ci, "cluster_state:ok") {
-			return n.addr + ": cluster_state not ok"
+			return n.Addr + ": cluster_state not ok"
 		}
 		cn, err := foDo(n, "CLUSTER", "NODES").ToString()
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		for _, l := range strings.Split(cn, "\n") {
 			if strings.Contains(l, "fail") || strings.Contains(l, "handshake") {
-				return n.addr + ": a node is failing or in handshake: " + l
+				return n.Addr + ": a node is failing or in handshake: " + l
 			}
 		}
-		info, err := n.info("replication")
+		info, err := n.Info("replication")
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		switch info["role"] {
 		case "master":
 			masters++
 			if info["connected_slaves"] != "1" || !strings.Contains(info["slave0"], "state=online") {
-				return n.addr + ": master without an online replica"
+				return n.Addr + ": master without an online replica"
 			}
 		case "slave":
 			if info["master_link_status"] != "up" || info["master_sync_in_progress"] != "0" {
-				return n.addr + ": replica link down or syncing"
+				return n.Addr + ": replica link down or syncing"
 			}
 		}
 		m, err := f.slotsOf(n)
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		if first == nil {
 			first = m
@@ -438,9 +437,9 @@ func (f *foCluster) waitHealthy(t *testing.T, d time.Duration) {
 func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 	t.Helper()
 	m = f.byAddr[f.ownerOf(t, key)]
-	info, err := m.info("replication")
+	info, err := m.Info("replication")
 	require.NoError(t, err)
-	require.Equal(t, "master", info["role"], m.addr)
+	require.Equal(t, "master", info["role"], m.Addr)
 	var port string
 	for _, kv := range strings.Split(info["slave0"], ",") {
 		if p, ok := strings.CutPrefix(kv, "port="); ok {
@@ -448,14 +447,14 @@ func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 		}
 	}
 	r, ok := f.byAddr["127.0.0.1:"+port]
-	require.True(t, ok, "replica of %s: %q", m.addr, info["slave0"])
+	require.True(t, ok, "replica of %s: %q", m.Addr, info["slave0"])
 	return m, r
 }
 
 // ownerOf is the address of the master that serves key's slot, as the first live node says.
 func (f *foCluster) ownerOf(t *testing.T, key string) string {
 	t.Helper()
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		slot, err := foDo(n, "CLUSTER", "KEYSLOT", key).AsInt64()
 		if err != nil {
 			continue
@@ -478,15 +477,15 @@ func (f *foCluster) ownerOf(t *testing.T, key string) string {
 func foWaitInSync(t *testing.T, m, r node) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		mi, err1 := m.info("replication")
-		ri, err2 := r.info("replication")
+		mi, err1 := m.Info("replication")
+		ri, err2 := r.Info("replication")
 		return err1 == nil && err2 == nil && mi["master_repl_offset"] != "" &&
 			mi["master_repl_offset"] == ri["slave_repl_offset"]
-	}, 10*time.Second, 10*time.Millisecond, "%s did not catch up with %s", r.addr, m.addr)
+	}, 10*time.Second, 10*time.Millisecond, "%s did not catch up with %s", r.Addr, m.Addr)
 }
 
 func foRole(n node) string {
-	info, err := n.info("replication")
+	info, err := n.Info("replication")
 	if err != nil {
 		return "down"
 	}
@@ -571,7 +570,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 	prefix := foPrefix()
 	var firstLog, secondLog foLog
 	newClient := func(l *foLog) (*rlock.Client, rueidis.Client) {
-		rc := f.client(t)
+		rc := f.Client(t)
 		cl, err := rlock.New(rc, rlock.Options{KeyPrefix: prefix, WatchdogTimeout: watchdog,
 			SyncReplicas: syncReplicas, SyncTimeout: 200 * time.Millisecond, Logger: l.logger()})
 		require.NoError(t, err)
@@ -587,15 +586,15 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		f.waitHealthy(t, 30*time.Second)
 		name := fmt.Sprintf("lag%d", i)
 		m, r := f.shard(t, prefix+":{"+name+"}")
-		rpid := r.pid(t)
+		rpid := r.PID(t)
 		// rueidis refreshes its slot map only after a MOVED (within 1s): make sure both clients
 		// send this slot to its master, or the stopped replica would hang the trial's commands
 		// (a command sent to a stopped node waits about 10s for rueidis' timeout).
 		for who, rc := range map[string]rueidis.Client{"first": firstRC, "second": secondRC} {
-			if at := foRoutesTo(rc, prefix+":{"+name+"}"); at != m.addr {
+			if at := foRoutesTo(rc, prefix+":{"+name+"}"); at != m.Addr {
 				stale++
 				began := time.Now()
-				for at != m.addr && time.Since(began) < 5*time.Second {
+				for at != m.Addr && time.Since(began) < 5*time.Second {
 					// A keyed read gets MOVED from the old master, which makes rueidis refresh
 					// its map (a client that got no MOVED since the failover never does).
 					ctx, cancel := context.WithTimeout(bg, 2*time.Second)
@@ -605,8 +604,8 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 					at = foRoutesTo(rc, prefix+":{"+name+"}")
 				}
 				t.Logf("trial %d: the %s client's slot map sent %s to the old master (now a replica), "+
-					"not to %s; %v later it sent it to %s", i, who, name, m.addr, time.Since(began).Round(time.Millisecond), at)
-				require.Equal(t, m.addr, at, "trial %d: the %s client's slot map stays stale", i, who)
+					"not to %s; %v later it sent it to %s", i, who, name, m.Addr, time.Since(began).Round(time.Millisecond), at)
+				require.Equal(t, m.Addr, at, "trial %d: the %s client's slot map stays stale", i, who)
 			}
 		}
 		// A random phase against the watchdog's renewals (every third of the lease).
@@ -622,7 +621,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		}()
 		killed, err := foDo(m, "CLIENT", "KILL", "TYPE", "replica").AsInt64()
 		require.NoError(t, err)
-		require.EqualValues(t, 1, killed, "replica links killed on %s", m.addr)
+		require.EqualValues(t, 1, killed, "replica links killed on %s", m.Addr)
 
 		var tr foLagTrial
 		start := time.Now()
@@ -642,7 +641,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 
 		// Promote the stopped replica: TAKEOVER waits in its socket, so it is the first thing
 		// the replica does when it runs again, before it can reconnect to its master.
-		raw, err := foDial(r.addr)
+		raw, err := foDial(r.Addr)
 		require.NoError(t, err)
 		require.NoError(t, raw.send("CLUSTER", "FAILOVER", "TAKEOVER"))
 		foSignal(t, rpid, syscall.SIGCONT)
@@ -651,7 +650,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		reply, err := raw.read()
 		raw.c.Close()
 		require.NoError(t, err)
-		require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.addr)
+		require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.Addr)
 		failover := time.Now()
 
 		// The second client tries the lock until it gets it (5s at most).
@@ -692,7 +691,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		if hs != nil {
 			require.NoError(t, second.NewMutex(name).Unlock(hs), "trial %d: the second holder's Unlock", i)
 		}
-		t.Logf("trial %2d (%s -> %s): %v; first's log: %s", i, m.addr, r.addr, tr, firstLog.since(trialStart))
+		t.Logf("trial %2d (%s -> %s): %v; first's log: %s", i, m.Addr, r.Addr, tr, firstLog.since(trialStart))
 		results = append(results, tr)
 	}
 
@@ -762,7 +761,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	names := map[string]string{"plain": "plain0"}
 	for i := 0; names["fair"] == ""; i++ {
 		n := fmt.Sprintf("fair%d", i)
-		if f.ownerOf(t, prefix+":{"+n+"}") == m.addr {
+		if f.ownerOf(t, prefix+":{"+n+"}") == m.Addr {
 			names["fair"] = n
 		}
 	}
@@ -775,10 +774,10 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 
 	var holderLog, waiterLog foLog
-	holder, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
+	holder, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, holder.Close()) })
-	waiter, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: waiterLog.logger()})
+	waiter, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: waiterLog.logger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
 
@@ -803,7 +802,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 			got <- result{context.WithoutCancel(h), time.Now(), err}
 		}()
 		require.Eventually(t, func() bool { return subscribedOn(n, channel(kind)) }, 5*time.Second, 5*time.Millisecond,
-			"the %s waiter did not subscribe on %s", kind, n.addr)
+			"the %s waiter did not subscribe on %s", kind, n.Addr)
 		return got
 	}
 	// handoff unlocks h and returns how long until the waiter had the lock.
@@ -853,7 +852,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	case "graceful":
 		require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
 	case "kill":
-		foSignal(t, m.pid(t), syscall.SIGKILL)
+		foSignal(t, m.PID(t), syscall.SIGKILL)
 	}
 	var promoted time.Duration
 	require.Eventually(t, func() bool {
@@ -862,7 +861,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 			return true
 		}
 		return false
-	}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.addr)
+	}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.Addr)
 
 	// Watch, for up to 3 renewal periods after the promotion: where the waiters' subscriptions
 	// are, and when a renewal reaches the new master (the key's PTTL jumps up).
@@ -888,10 +887,10 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var where []string
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		for _, k := range kindsHere {
 			if subscribedOn(n, channel(k.name)) {
-				where = append(where, fmt.Sprintf("%s on %s (%s)", k.name, n.addr, foRole(n)))
+				where = append(where, fmt.Sprintf("%s on %s (%s)", k.name, n.Addr, foRole(n)))
 			}
 		}
 	}
@@ -915,7 +914,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 	t.Logf("%s failover %s -> %s: promoted after %v; holds survived, a renewal reached the new master %v after "+
 		"the failover began; waiters resubscribed on the new master after %v; subscriptions then: %v",
-		how, m.addr, r.addr, foMs(promoted), foMs(renewedAt), resub, where)
+		how, m.Addr, r.Addr, foMs(promoted), foMs(renewedAt), resub, where)
 	for _, k := range kindsHere {
 		t.Logf("%s: handoff before the failover %v (median of 5), after %v: extra %v", k.name,
 			baseline[k.name].Round(10*time.Microsecond), after[k.name].Round(10*time.Microsecond),
@@ -925,13 +924,13 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	t.Logf("holder's log: %s; waiter's log: %s", holderLog.since(start), waiterLog.since(start))
 
 	if how == "kill" {
-		f.restart(t, m.addr)
+		f.restart(t, m.Addr)
 	}
 	// Nothing left subscribed anywhere (unsubscribing is asynchronous).
 	require.Eventually(t, func() bool {
-		_, total, _ := f.leftChannels(t, prefix)
+		_, total, _ := f.LeftChannels(t, prefix)
 		return total == 0
-	}, 5*time.Second, 20*time.Millisecond, "channels left: %s", func() string { d, _, _ := f.leftChannels(t, prefix); return d }())
+	}, 5*time.Second, 20*time.Millisecond, "channels left: %s", func() string { d, _, _ := f.LeftChannels(t, prefix); return d }())
 	f.waitHealthy(t, 40*time.Second)
 }
 
@@ -953,9 +952,9 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		name := "short"
 		m, r := f.shard(t, prefix+":{"+name+"}")
 		var holderLog foLog
-		holder, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
+		holder, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
 		require.NoError(t, err)
-		waiter, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease})
+		waiter, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease})
 		require.NoError(t, err)
 		h, err := holder.NewMutex(name).Lock(bg)
 		require.NoError(t, err)
@@ -974,7 +973,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		foWaitInSync(t, m, r)
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		start := time.Now()
-		foSignal(t, m.pid(t), syscall.SIGKILL)
+		foSignal(t, m.PID(t), syscall.SIGKILL)
 		var promoted time.Duration
 		require.Eventually(t, func() bool {
 			if foRole(r) == "master" {
@@ -982,7 +981,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 				return true
 			}
 			return false
-		}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.addr)
+		}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.Addr)
 		// Watch for a lease and a half after the kill.
 		var lostAt, waiterAt time.Duration = -1, -1
 		var wr result
@@ -1007,7 +1006,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 				t.Errorf("round %d: the waiter got the lock at +%v while the holder still held it", round, waiterAt)
 			}
 		}
-		t.Logf("round %d (%s -> %s): promoted %s; hold %s; waiter acquired %s; holder's log: %s", round, m.addr, r.addr,
+		t.Logf("round %d (%s -> %s): promoted %s; hold %s; waiter acquired %s; holder's log: %s", round, m.Addr, r.Addr,
 			foDur(promoted), map[bool]string{true: "lost " + foDur(lostAt), false: "survived"}[lostAt >= 0],
 			foDur(waiterAt), holderLog.since(start))
 		unlockErr := holder.NewMutex(name).Unlock(h)
@@ -1022,7 +1021,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		wcancel()
 		require.NoError(t, waiter.Close())
 		require.NoError(t, holder.Close())
-		f.restart(t, m.addr)
+		f.restart(t, m.Addr)
 	}
 	t.Logf("WatchdogTimeout %v, kill -9 of the master with an in-sync replica, %d rounds: the hold survived %d; "+
 		"declared lost after the kill: %s", lease, rounds, survived, foStats(losses))
@@ -1048,10 +1047,10 @@ func foSentinelFromEnv(t *testing.T) *foSentinel {
 	foNotTheSuites(t, "sentinel")
 	s := &foSentinel{master: os.Getenv("REDIS_SENTINEL_MASTER"), addrs: strings.Split(env, ",")}
 	for _, a := range s.addrs {
-		s.sentinels = append(s.sentinels, newNode(t, a))
+		s.sentinels = append(s.sentinels, redistest.NewNode(t, a))
 	}
 	for _, a := range strings.Split(os.Getenv("REDIS_SENTINEL_DATA"), ",") {
-		s.data = append(s.data, newNode(t, a))
+		s.data = append(s.data, redistest.NewNode(t, a))
 	}
 	return s
 }
@@ -1077,7 +1076,7 @@ func (s *foSentinel) roles(t *testing.T) (p node, replicas []node) {
 			replicas = append(replicas, n)
 		}
 	}
-	require.NotEmpty(t, p.addr, "no primary")
+	require.NotEmpty(t, p.Addr, "no primary")
 	return p, replicas
 }
 
@@ -1087,13 +1086,13 @@ func (s *foSentinel) roles(t *testing.T) (p node, replicas []node) {
 func (s *foSentinel) unhealthy() string {
 	var p node
 	for _, n := range s.data {
-		info, err := n.info("replication")
+		info, err := n.Info("replication")
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		switch info["role"] {
 		case "master":
-			if p.addr != "" {
+			if p.Addr != "" {
 				return "two primaries"
 			}
 			p = n
@@ -1103,34 +1102,34 @@ func (s *foSentinel) unhealthy() string {
 			}
 		default:
 			if info["master_link_status"] != "up" || info["master_sync_in_progress"] != "0" {
-				return n.addr + ": replica link down or syncing"
+				return n.Addr + ": replica link down or syncing"
 			}
 		}
 	}
-	if p.addr == "" {
+	if p.Addr == "" {
 		return "no primary"
 	}
 	for _, sn := range s.sentinels {
 		addr, err := foDo(sn, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.master).AsStrSlice()
-		if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != p.addr {
-			return sn.addr + " names another primary"
+		if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != p.Addr {
+			return sn.Addr + " names another primary"
 		}
 		mm, err := foDo(sn, "SENTINEL", "MASTER", s.master).AsStrMap()
 		if err != nil {
-			return sn.addr + ": " + err.Error()
+			return sn.Addr + ": " + err.Error()
 		}
 		if mm["flags"] != "master" || mm["num-slaves"] != "2" || mm["num-other-sentinels"] != "2" {
-			return fmt.Sprintf("%s: flags %s, %s replicas, %s other sentinels", sn.addr, mm["flags"],
+			return fmt.Sprintf("%s: flags %s, %s replicas, %s other sentinels", sn.Addr, mm["flags"],
 				mm["num-slaves"], mm["num-other-sentinels"])
 		}
 		reps, err := foDo(sn, "SENTINEL", "REPLICAS", s.master).ToArray()
 		if err != nil {
-			return sn.addr + ": " + err.Error()
+			return sn.Addr + ": " + err.Error()
 		}
 		for _, rv := range reps {
 			rm, err := rv.AsStrMap()
 			if err != nil || rm["flags"] != "slave" || rm["master-link-status"] != "ok" {
-				return fmt.Sprintf("%s: replica %s:%s flags %s link %s", sn.addr, rm["ip"], rm["port"],
+				return fmt.Sprintf("%s: replica %s:%s flags %s link %s", sn.Addr, rm["ip"], rm["port"],
 					rm["flags"], rm["master-link-status"])
 			}
 		}
@@ -1366,8 +1365,8 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				foWaitInSync(t, p, r)
 			}
 
-			targets := map[string]*foTarget{"holder": foWatchTarget(t, holderRC, p.addr),
-				"waiter": foWatchTarget(t, waiterRC, p.addr), "refresh 1s": foWatchTarget(t, refreshRC, p.addr)}
+			targets := map[string]*foTarget{"holder": foWatchTarget(t, holderRC, p.Addr),
+				"waiter": foWatchTarget(t, waiterRC, p.Addr), "refresh 1s": foWatchTarget(t, refreshRC, p.Addr)}
 			start := time.Now()
 			require.NoError(t, foDo(s.sentinels[0], "SENTINEL", "FAILOVER", s.master).Error())
 			// Until every client moved and the old primary is a replica, or 30s.
@@ -1393,7 +1392,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 					newP = r
 				}
 			}
-			require.NotEmpty(t, newP.addr, "no replica was promoted")
+			require.NotEmpty(t, newP.Addr, "no replica was promoted")
 			// Two renewal periods on the new primary.
 			time.Sleep(2 * lease / 3)
 			_, lost := watch.ended()
@@ -1405,7 +1404,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				moves = append(moves, fmt.Sprintf("%s %s", name, foDur(targets[name].since(start))))
 			}
 			t.Logf("SENTINEL FAILOVER %s -> %s: +promoted-slave %s; +switch-master: %s; old primary a replica %s; "+
-				"rueidis clients moved: %s", p.addr, newP.addr, foDur(promoted.at.Sub(start)), events.switches(start),
+				"rueidis clients moved: %s", p.Addr, newP.Addr, foDur(promoted.at.Sub(start)), events.switches(start),
 				foDur(demoted), strings.Join(moves, ", "))
 			t.Logf("hold: lost %v (%v); owners on the new primary %v; holder's log: %s", lost, context.Cause(h), owners,
 				holderLog.since(start))
@@ -1477,7 +1476,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		var pids []int
 		for _, r := range reps {
-			pids = append(pids, r.pid(t))
+			pids = append(pids, r.PID(t))
 		}
 		for _, pid := range pids {
 			foSignal(t, pid, syscall.SIGSTOP)
@@ -1498,7 +1497,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		h, err := first.NewMutex(name).Lock(bg) // (the hold context derives from the one given)
 		require.NoError(t, err)
 		watch := foWatchCtx(h)
-		targets := map[string]*foTarget{"first": foWatchTarget(t, firstRC, p.addr), "second": foWatchTarget(t, secondRC, p.addr)}
+		targets := map[string]*foTarget{"first": foWatchTarget(t, firstRC, p.Addr), "second": foWatchTarget(t, secondRC, p.Addr)}
 
 		start := time.Now()
 		require.NoError(t, foDo(s.sentinels[0], "SENTINEL", "FAILOVER", s.master).Error())
@@ -1550,7 +1549,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		newP, _ := s.roles(t)
 		t.Logf("trial %d (%s -> %s): +switch-master %s; old primary a replica %s; first client moved %s, second %s; "+
 			"second acquired %s (last error before: %v); first told of the loss %s (%v); double grant: %v",
-			i, p.addr, newP.addr, events.switches(start), foDur(demoted), foDur(targets["first"].since(start)),
+			i, p.Addr, newP.Addr, events.switches(start), foDur(demoted), foDur(targets["first"].since(start)),
 			foDur(targets["second"].since(start)), foDur(secondAt), secondErr, foDur(lossAt), context.Cause(h), double)
 		t.Logf("trial %d logs: first: %s; second: %s", i, firstLog.since(start), secondLog.since(start))
 		if lossAt >= 0 {

@@ -99,7 +99,7 @@ func reportRestarts(t *testing.T, what string, grace time.Duration, rs []restart
 func TestRestart_measure(t *testing.T) {
 	n, grace := restartTrials(t)
 	e, kill, start := crashable(t, "measure")
-	m := e.master("measure")
+	m := e.Master("measure")
 	holder := e.client(graceOptions(rlock.Options{}, grace))
 	contender := e.client(graceOptions(rlock.Options{}, grace))
 	var rs []restartResult
@@ -107,11 +107,11 @@ func TestRestart_measure(t *testing.T) {
 		rs = append(rs, restartTrial(t, holder, contender, "measure", grace, func() time.Time {
 			kill()
 			start()
-			return answering(t, m, e.lockKey("measure"))
+			return answering(t, m, e.LockKey("measure"))
 		}))
-		e.dep.waitSteady(t, 20*time.Second)
+		e.Dep.WaitSteady(t, 20*time.Second)
 	}
-	reportRestarts(t, e.dep.Topology+" restart", grace, rs)
+	reportRestarts(t, e.Dep.Topology+" restart", grace, rs)
 }
 
 // TestRestart_measureCluster fails the lock's master over to its in-sync replica, N times each:
@@ -129,9 +129,9 @@ func TestRestart_measureCluster(t *testing.T) {
 			f.waitHealthy(t, 40*time.Second)
 			prefix := foPrefix()
 			opts := graceOptions(rlock.Options{KeyPrefix: prefix, WatchdogTimeout: 10 * time.Second}, grace)
-			holder, err := rlock.New(f.client(t), opts)
+			holder, err := rlock.New(f.Client(t), opts)
 			require.NoError(t, err)
-			contender, err := rlock.New(f.client(t), opts)
+			contender, err := rlock.New(f.Client(t), opts)
 			require.NoError(t, err)
 			m, r := f.shard(t, prefix+":{measure}")
 			hm, cm := holder.NewMutex("measure"), contender.NewMutex("measure")
@@ -153,7 +153,7 @@ func TestRestart_measureCluster(t *testing.T) {
 			case "graceful":
 				require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
 			case "kill":
-				foSignal(t, m.pid(t), syscall.SIGKILL)
+				foSignal(t, m.PID(t), syscall.SIGKILL)
 			}
 			require.Eventually(t, func() bool { return foRole(r) == "master" }, 30*time.Second, 5*time.Millisecond)
 			took = append(took, time.Since(start))
@@ -169,7 +169,7 @@ func TestRestart_measureCluster(t *testing.T) {
 			require.NoError(t, holder.Close())
 			require.NoError(t, contender.Close())
 			if how == "kill" {
-				f.restart(t, m.addr)
+				f.restart(t, m.Addr)
 			}
 		}
 		t.Logf("cluster %s: the hold survived %d of %d failovers; promotion took %s", how, n, n, foStats(took))
