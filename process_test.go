@@ -24,12 +24,6 @@ import (
 // runHelper is main() of a child process: it runs the helper named by RLOCK_TEST_HELPER and
 // returns the exit status.
 func runHelper(name string) int {
-	if name == "chaos" {
-		return runChaosChild()
-	}
-	if name == "chaos-pause" {
-		return runChaosPauseChild()
-	}
 	if name == "pauseprobe" {
 		return runPauseProbe()
 	}

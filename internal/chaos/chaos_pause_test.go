@@ -1,4 +1,4 @@
-package rlock_test
+package chaos_test
 
 // TestChaosPause: the chaos test with paused processes and a stalled server. chaosPauseProcs
 // child processes × chaosPauseGoroutines goroutines take six locks, one of each kind (Mutex,
@@ -151,7 +151,7 @@ type chaosPauseFaults struct {
 
 // runChaosPause runs one wait strategy: children and faults, then the checks and the report.
 func runChaosPause(t *testing.T, wait string) {
-	e := newEnv(t)
+	e := redistest.NewEnv(t)
 	logPath := filepath.Join(t.TempDir(), "log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

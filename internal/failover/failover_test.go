@@ -1,11 +1,11 @@
-package rlock_test
+package failover_test
 
 // Failover measurements (issue 8): what a hold, a waiter and a second client see when Redis
 // fails over. Every test skips unless its deployment is set up, and on the deployment that the
 // rest of the suite runs on (redistest.TopologyEnv):
 //
-//	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v .
-//	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v .
+//	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v ./internal/failover
+//	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v ./internal/failover
 //
 // They report figures with t.Logf. They fail when a lock misbehaves in a way no failover
 // excuses: a hold context left running after its lease was found gone, a waiter never woken
@@ -184,52 +184,6 @@ func (l *foLog) since(t0 time.Time) string {
 		return "1 warning: " + short(got[0])
 	}
 	return fmt.Sprintf("%d warnings, first %s; last %s", len(got), short(got[0]), short(got[len(got)-1]))
-}
-
-// foWatch records when ctx ends.
-type foWatch struct {
-	done chan struct{}
-	at   time.Time
-}
-
-func foWatchCtx(ctx context.Context) *foWatch {
-	w := &foWatch{done: make(chan struct{})}
-	go func() {
-		<-ctx.Done()
-		w.at = time.Now()
-		close(w.done)
-	}()
-	return w
-}
-
-// ended reports whether the context ended, and when.
-func (w *foWatch) ended() (time.Time, bool) {
-	select {
-	case <-w.done:
-		return w.at, true
-	default:
-		return time.Time{}, false
-	}
-}
-
-// foStats formats min/median/max of ds.
-func foStats(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return fmt.Sprintf("min %v, median %v, max %v (n=%d)", r(s[0]), r(s[len(s)/2]), r(s[len(s)-1]), len(s))
-}
-
-func foMs(d time.Duration) string { return d.Round(time.Millisecond).String() }
-
-func foTrials(env string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
-		return n
-	}
-	return def
 }
 
 // foNotTheSuites skips t when the rest of the suite runs on the deployment of topology: a
@@ -418,21 +372,6 @@ func mapsEqual(a, b map[[2]int64]string) bool {
 	return true
 }
 
-func (f *foCluster) waitHealthy(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		why := f.unhealthy()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster is not healthy after %v: %s", d, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // shard returns the master that owns key's slot now and its replica.
 func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 	t.Helper()
@@ -528,18 +467,18 @@ func (tr foLagTrial) String() string {
 	s := "first: "
 	switch {
 	case tr.held:
-		s += fmt.Sprintf("acquired in %v", foMs(tr.acquireTook))
+		s += fmt.Sprintf("acquired in %v", redistest.Ms(tr.acquireTook))
 	default:
-		s += fmt.Sprintf("not acquired in %v (%v)", foMs(tr.acquireTook), tr.acquireErr)
+		s += fmt.Sprintf("not acquired in %v (%v)", redistest.Ms(tr.acquireTook), tr.acquireErr)
 	}
 	if tr.second >= 0 {
-		s += fmt.Sprintf("; second acquired %v after the failover", foMs(tr.second))
+		s += fmt.Sprintf("; second acquired %v after the failover", redistest.Ms(tr.second))
 	} else {
 		s += fmt.Sprintf("; second never acquired (%v)", tr.secondErr)
 	}
 	if tr.held {
 		if tr.lossCause != nil {
-			s += fmt.Sprintf("; first told of the loss after %v (%v)", foMs(tr.loss), tr.lossCause)
+			s += fmt.Sprintf("; first told of the loss after %v (%v)", redistest.Ms(tr.loss), tr.lossCause)
 		} else {
 			s += "; first never told of the loss"
 		}
@@ -565,7 +504,7 @@ func TestFailover_clusterLagging_sync1(t *testing.T) { foClusterLagging(t, 1) }
 
 func foClusterLagging(t *testing.T, syncReplicas int) {
 	f := foClusterFromEnv(t)
-	trials := foTrials("RLOCK_FAILOVER_TRIALS", 20)
+	trials := redistest.Trials("RLOCK_FAILOVER_TRIALS", 20)
 	const watchdog = 6 * time.Second
 	prefix := foPrefix()
 	var firstLog, secondLog foLog
@@ -583,7 +522,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 
 	var results []foLagTrial
 	for i := range trials {
-		f.waitHealthy(t, 30*time.Second)
+		redistest.WaitHealthy(t, "the cluster", 30*time.Second, f.unhealthy)
 		name := fmt.Sprintf("lag%d", i)
 		m, r := f.shard(t, prefix+":{"+name+"}")
 		rpid := r.PID(t)
@@ -634,9 +573,9 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		} else {
 			require.NoError(t, err, "trial %d", i)
 		}
-		var watch *foWatch
+		var watch *redistest.CtxWatch
 		if tr.held {
-			watch = foWatchCtx(h)
+			watch = redistest.WatchCtx(h)
 		}
 
 		// Promote the stopped replica: TAKEOVER waits in its socket, so it is the first thing
@@ -664,7 +603,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 				at := time.Now()
 				tr.second = at.Sub(failover)
 				if tr.held {
-					lostAt, lost := watch.ended()
+					lostAt, lost := watch.Ended()
 					tr.double = !lost || lostAt.After(at)
 				}
 				break
@@ -678,9 +617,9 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		if tr.held {
 			told := false
 			select {
-			case <-watch.done:
+			case <-watch.Done:
 				told = true
-				tr.loss = watch.at.Sub(failover) // negative: told before the TAKEOVER reply came back
+				tr.loss = watch.At.Sub(failover) // negative: told before the TAKEOVER reply came back
 				tr.lossCause = context.Cause(h)
 			case <-time.After(3 * watchdog):
 			}
@@ -717,11 +656,11 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 	}
 	t.Logf("SyncReplicas %d, WatchdogTimeout %v, %d trials: first acquired %d (ErrNotReplicated %d; acquire took %s); "+
 		"double grants %d of %d; second acquired after the failover: %s; first told of the loss after the failover: %s",
-		syncReplicas, watchdog, len(results), held, notRepl, foStats(acquires), doubles, len(results),
-		foStats(seconds), foStats(losses))
+		syncReplicas, watchdog, len(results), held, notRepl, redistest.DurationStats(acquires), doubles, len(results),
+		redistest.DurationStats(seconds), redistest.DurationStats(losses))
 	t.Logf("client slot maps naming a replica (the old master) at the start of a trial: %d of %d", stale, 2*len(results))
 	t.Logf("warnings logged: first client %d, second client %d", firstLog.count(), secondLog.count())
-	f.waitHealthy(t, 30*time.Second)
+	redistest.WaitHealthy(t, "the cluster", 30*time.Second, f.unhealthy)
 }
 
 // ---- cluster: holds and waiters across a failover with an in-sync replica ----
@@ -736,7 +675,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 // by default (the second fails back, and releases the locks in the other order).
 func TestFailover_clusterGraceful(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "graceful", round) })
 	}
 }
@@ -747,13 +686,13 @@ func TestFailover_clusterGraceful(t *testing.T) {
 // test ends).
 func TestFailover_clusterKill(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "kill", round) })
 	}
 }
 
 func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
-	f.waitHealthy(t, 40*time.Second)
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 	const lease = 10 * time.Second
 	prefix := foPrefix()
 	// Two lock names on the same master.
@@ -837,12 +776,12 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 
 	// Hold both, with a waiter on each, and let the replica catch up.
 	holds := map[string]context.Context{}
-	watches := map[string]*foWatch{}
+	watches := map[string]*redistest.CtxWatch{}
 	waits := map[string]chan result{}
 	for _, k := range kindsHere {
 		h, err := k.new(holder, names[k.name]).Lock(bg)
 		require.NoError(t, err)
-		holds[k.name], watches[k.name] = h, foWatchCtx(h)
+		holds[k.name], watches[k.name] = h, redistest.WatchCtx(h)
 		waits[k.name] = wait(k.name, k.new, m)
 	}
 	foWaitInSync(t, m, r)
@@ -895,7 +834,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 		}
 	}
 	for _, k := range kindsHere {
-		_, lost := watches[k.name].ended()
+		_, lost := watches[k.name].Ended()
 		require.False(t, lost, "%s: the hold ended across the failover: %v", k.name, context.Cause(holds[k.name]))
 		owners, err := foDo(r, "HKEYS", prefix+":{"+names[k.name]+"}").AsStrSlice()
 		require.NoError(t, err)
@@ -914,7 +853,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 	t.Logf("%s failover %s -> %s: promoted after %v; holds survived, a renewal reached the new master %v after "+
 		"the failover began; waiters resubscribed on the new master after %v; subscriptions then: %v",
-		how, m.Addr, r.Addr, foMs(promoted), foMs(renewedAt), resub, where)
+		how, m.Addr, r.Addr, redistest.Ms(promoted), redistest.Ms(renewedAt), resub, where)
 	for _, k := range kindsHere {
 		t.Logf("%s: handoff before the failover %v (median of 5), after %v: extra %v", k.name,
 			baseline[k.name].Round(10*time.Microsecond), after[k.name].Round(10*time.Microsecond),
@@ -931,7 +870,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 		_, total, _ := f.LeftChannels(t, prefix)
 		return total == 0
 	}, 5*time.Second, 20*time.Millisecond, "channels left: %s", func() string { d, _, _ := f.LeftChannels(t, prefix); return d }())
-	f.waitHealthy(t, 40*time.Second)
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 }
 
 // TestFailover_clusterKill_lease6s: does a hold with a short lease (WatchdogTimeout 6s, a
@@ -943,11 +882,11 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 func TestFailover_clusterKill_lease6s(t *testing.T) {
 	f := foClusterFromEnv(t)
 	const lease = 6 * time.Second
-	rounds := foTrials("RLOCK_FAILOVER_KILL_ROUNDS", 4)
+	rounds := redistest.Trials("RLOCK_FAILOVER_KILL_ROUNDS", 4)
 	survived := 0
 	var losses []time.Duration
 	for round := range rounds {
-		f.waitHealthy(t, 40*time.Second)
+		redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 		prefix := foPrefix()
 		name := "short"
 		m, r := f.shard(t, prefix+":{"+name+"}")
@@ -958,7 +897,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		require.NoError(t, err)
 		h, err := holder.NewMutex(name).Lock(bg)
 		require.NoError(t, err)
-		watch := foWatchCtx(h)
+		watch := redistest.WatchCtx(h)
 		type result struct {
 			h   context.Context
 			at  time.Time
@@ -993,7 +932,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		if at, lost := watch.ended(); lost {
+		if at, lost := watch.Ended(); lost {
 			lostAt = at.Sub(start)
 			losses = append(losses, lostAt)
 			require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
@@ -1024,8 +963,8 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		f.restart(t, m.Addr)
 	}
 	t.Logf("WatchdogTimeout %v, kill -9 of the master with an in-sync replica, %d rounds: the hold survived %d; "+
-		"declared lost after the kill: %s", lease, rounds, survived, foStats(losses))
-	f.waitHealthy(t, 40*time.Second)
+		"declared lost after the kill: %s", lease, rounds, survived, redistest.DurationStats(losses))
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 }
 
 // ---- Sentinel ----
@@ -1137,21 +1076,6 @@ func (s *foSentinel) unhealthy() string {
 	return ""
 }
 
-func (s *foSentinel) waitHealthy(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		why := s.unhealthy()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Sentinel deployment is not steady after %v: %s", d, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // foEvents records every sentinel's events (PSUBSCRIBE *).
 type foEvents struct {
 	mu     sync.Mutex
@@ -1240,7 +1164,7 @@ func (e *foEvents) waitFor(ch, sentinel string, t0 time.Time, d time.Duration) (
 func (e *foEvents) switches(t0 time.Time) string {
 	var s []string
 	for _, ev := range e.find("+switch-master", "", t0) {
-		s = append(s, fmt.Sprintf("%s +%v", ev.sentinel, foMs(ev.at.Sub(t0))))
+		s = append(s, fmt.Sprintf("%s +%v", ev.sentinel, redistest.Ms(ev.at.Sub(t0))))
 	}
 	if len(s) == 0 {
 		return "none"
@@ -1315,7 +1239,7 @@ func foDur(d time.Duration) string {
 	if d < 0 {
 		return "never"
 	}
-	return "+" + foMs(d)
+	return "+" + redistest.Ms(d)
 }
 
 // TestFailover_sentinelInSync: a hold (WatchdogTimeout 6s) and a waiter across SENTINEL
@@ -1325,9 +1249,9 @@ func foDur(d time.Duration) string {
 // whether the hold survived, and the handoff to the waiter afterwards.
 func TestFailover_sentinelInSync(t *testing.T) {
 	s := foSentinelFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
-			s.waitHealthy(t, 40*time.Second)
+			redistest.WaitHealthy(t, "the Sentinel deployment", 40*time.Second, s.unhealthy)
 			events := s.watchEvents(t)
 			const lease = 6 * time.Second
 			prefix := foPrefix()
@@ -1343,7 +1267,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 
 			h, err := holder.NewMutex("insync").Lock(bg)
 			require.NoError(t, err)
-			watch := foWatchCtx(h)
+			watch := redistest.WatchCtx(h)
 			type result struct {
 				h   context.Context
 				at  time.Time
@@ -1395,7 +1319,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 			require.NotEmpty(t, newP.Addr, "no replica was promoted")
 			// Two renewal periods on the new primary.
 			time.Sleep(2 * lease / 3)
-			_, lost := watch.ended()
+			_, lost := watch.Ended()
 			owners, err := foDo(newP, "HKEYS", prefix+":{insync}").AsStrSlice()
 			require.NoError(t, err)
 			promoted, _ := events.waitFor("+promoted-slave", "", start, 0)
@@ -1437,7 +1361,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				}
 				return true
 			}, 5*time.Second, 20*time.Millisecond, "channels left behind")
-			s.waitHealthy(t, 40*time.Second)
+			redistest.WaitHealthy(t, "the Sentinel deployment", 40*time.Second, s.unhealthy)
 		})
 	}
 }
@@ -1454,7 +1378,7 @@ func TestFailover_sentinelLagging_watchdog30s(t *testing.T) { foSentinelLagging(
 
 func foSentinelLagging(t *testing.T, lease time.Duration) {
 	s := foSentinelFromEnv(t)
-	trials := foTrials("RLOCK_FAILOVER_SENTINEL_TRIALS", 3)
+	trials := redistest.Trials("RLOCK_FAILOVER_SENTINEL_TRIALS", 3)
 	prefix := foPrefix()
 	var firstLog, secondLog foLog
 	firstRC, secondRC := s.client(t, 0), s.client(t, 0)
@@ -1468,7 +1392,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 	doubles := 0
 	var seconds, losses []time.Duration
 	for i := range trials {
-		s.waitHealthy(t, 60*time.Second)
+		redistest.WaitHealthy(t, "the Sentinel deployment", 60*time.Second, s.unhealthy)
 		events := s.watchEvents(t)
 		p, reps := s.roles(t)
 		name := fmt.Sprintf("lag%d", i)
@@ -1496,7 +1420,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		require.EqualValues(t, 2, killed)
 		h, err := first.NewMutex(name).Lock(bg) // (the hold context derives from the one given)
 		require.NoError(t, err)
-		watch := foWatchCtx(h)
+		watch := redistest.WatchCtx(h)
 		targets := map[string]*foTarget{"first": foWatchTarget(t, firstRC, p.Addr), "second": foWatchTarget(t, secondRC, p.Addr)}
 
 		start := time.Now()
@@ -1524,19 +1448,19 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 				if err == nil {
 					at := time.Now()
 					secondAt = at.Sub(start)
-					lostAt, lost := watch.ended()
+					lostAt, lost := watch.Ended()
 					double = !lost || lostAt.After(at)
 				} else {
 					hs, secondErr = nil, err
 				}
 			}
-			if _, lost := watch.ended(); lost && hs != nil && demoted >= 0 {
+			if _, lost := watch.Ended(); lost && hs != nil && demoted >= 0 {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		var lossAt time.Duration = -1
-		if at, lost := watch.ended(); lost {
+		if at, lost := watch.Ended(); lost {
 			lossAt = at.Sub(start)
 			losses = append(losses, lossAt)
 		}
@@ -1565,6 +1489,6 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		}
 	}
 	t.Logf("WatchdogTimeout %v, %d trials: double grants %d of %d; second acquired after the failover: %s; "+
-		"first told of the loss: %s", lease, trials, doubles, trials, foStats(seconds), foStats(losses))
-	s.waitHealthy(t, 60*time.Second)
+		"first told of the loss: %s", lease, trials, doubles, trials, redistest.DurationStats(seconds), redistest.DurationStats(losses))
+	redistest.WaitHealthy(t, "the Sentinel deployment", 60*time.Second, s.unhealthy)
 }

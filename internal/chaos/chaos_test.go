@@ -1,4 +1,4 @@
-package rlock_test
+package chaos_test
 
 // TestChaos: 3 processes × 8 goroutines take 5 locks in every way the API allows while the test
 // kills Redis connections (CLIENT KILL TYPE normal / pubsub) every 20-300 ms:
@@ -148,7 +148,7 @@ func TestChaos(t *testing.T) {
 
 // runChaos runs one configuration: children, killer and monitor, then the checks and report.
 func runChaos(t *testing.T, kind, wait string) {
-	e := newEnv(t)
+	e := redistest.NewEnv(t)
 	r := newChaosRun(e.Prefix)
 	var killers []node // connections of their own: CLIENT KILL spares the connection that sends it
 	for _, a := range e.Dep.Data {
