@@ -13,21 +13,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // ServerOptions says how StartServer starts redis-server.
 type ServerOptions struct {
-	// Port is the port to listen on; "" for a free one.
+	// Port is the port to listen on; "" for a free one (see FreePort), and another one if the
+	// server cannot bind it.
 	Port string
-	// Args are redis-server arguments after the port, bind, persistence and directory ones;
-	// nil is TestArgs.
+	// Dir is the server's working directory, made if missing and left in place by Stop; ""
+	// for a new temporary one, which Stop removes.
+	Dir string
+	// Args are redis-server arguments after the port, bind, persistence, directory and pidfile
+	// ones; nil is TestArgs.
 	Args []string
 	// Output receives the server's stdout and stderr (its log unless Args name a logfile).
 	Output io.Writer
@@ -41,39 +47,71 @@ func TestArgs(dir string) []string {
 	return []string{"--enable-debug-command", "yes", "--logfile", filepath.Join(dir, "redis.log")}
 }
 
+// FreePort returns a loopback port that nothing listens on, below Linux's default ephemeral
+// range (32768-60999), where other programs' outgoing connections could take it before the
+// server binds it.
+func FreePort() (string, error) {
+	for range 200 {
+		p := strconv.Itoa(20000 + rand.IntN(12768))
+		l, err := net.Listen("tcp", "127.0.0.1:"+p)
+		if err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return "", errors.New("no free port found")
+}
+
 // Server is a redis-server process this program started, on 127.0.0.1, persisting nothing.
+// Its directory holds its pidfile (redis.pid) and its command line (args: the server's path,
+// then an argument a line), as scripts/servers.sh's run_server leaves them, so that Crash can
+// start it again.
 type Server struct {
 	Addr string // 127.0.0.1:Port
 	Port string
-	Dir  string // its working directory, removed by Stop
+	Dir  string // its working directory
 
-	opts ServerOptions
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited and been reaped
+	opts   ServerOptions
+	tmpDir bool // Dir is StartServer's and goes with Stop
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the process has exited and been reaped
 }
 
 // StartServer starts redis-server (the first on PATH; scripts/with-redis.sh puts RLOCK_SERVER's
-// build there) and waits up to 10s until it accepts connections. A failure leaves no process
-// and no directory behind.
+// build there) and waits up to 10s until it accepts connections; when it cannot bind a port it
+// chose, it tries another, 5 times in all. A failure leaves no process and no temporary
+// directory behind.
 func StartServer(o ServerOptions) (*Server, error) {
-	if o.Port == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{opts: o, Dir: o.Dir}
+	if s.Dir == "" {
+		dir, err := os.MkdirTemp("", "rlock-redis")
 		if err != nil {
 			return nil, err
 		}
-		o.Port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	dir, err := os.MkdirTemp("", "rlock-redis")
-	if err != nil {
+		s.Dir, s.tmpDir = dir, true
+	} else if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if o.Args == nil {
-		o.Args = TestArgs(dir)
+	if s.opts.Args == nil {
+		s.opts.Args = TestArgs(s.Dir)
 	}
-	s := &Server{Addr: "127.0.0.1:" + o.Port, Port: o.Port, Dir: dir, opts: o}
-	if err := s.Start(); err != nil {
-		os.RemoveAll(dir)
+	var err error
+	for range 5 {
+		s.Port = o.Port
+		if s.Port == "" {
+			if s.Port, err = FreePort(); err != nil {
+				break
+			}
+		}
+		s.Addr = "127.0.0.1:" + s.Port
+		if err = s.Start(); err == nil || o.Port != "" {
+			break
+		}
+	}
+	if err != nil {
+		if s.tmpDir {
+			os.RemoveAll(s.Dir)
+		}
 		return nil, err
 	}
 	return s, nil
@@ -86,8 +124,14 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("redis-server not on PATH (install it, or set REDIS_ADDR): %w", err)
 	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return err
+	}
 	args := append([]string{"--port", s.Port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.Dir}, s.opts.Args...)
+		"--dir", s.Dir, "--pidfile", filepath.Join(s.Dir, "redis.pid")}, s.opts.Args...)
+	if err := os.WriteFile(filepath.Join(s.Dir, "args"), []byte(strings.Join(append([]string{bin}, args...), "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = s.opts.Output, s.opts.Output
 	cmd.SysProcAttr = s.opts.SysProcAttr
@@ -129,8 +173,10 @@ func (s *Server) Kill() {
 }
 
 // Stop stops the server process by its PID (SIGKILL: it persists nothing, and may be stopped
-// by SIGSTOP), waits for it, and removes its directory.
+// by SIGSTOP), waits for it, and removes its directory if StartServer made it.
 func (s *Server) Stop() {
 	s.Kill()
-	os.RemoveAll(s.Dir)
+	if s.tmpDir {
+		os.RemoveAll(s.Dir)
+	}
 }
