@@ -175,7 +175,7 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 // crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
 // and start starts again without its data. Standalone, that is a server of the test's own; on
 // a cluster or Sentinel it is the lock's master, started again with its command line (see
-// crash) and at the latest when the test ends, so that the deployment stays as it was.
+// redistest.Crash) and at the latest when the test ends, so that the deployment stays as it was.
 func crashable(t *testing.T, name string) (e *env, kill, start func()) {
 	redistest.NeedsRedis(t)
 	if redistest.Suite().Topology == "standalone" {
