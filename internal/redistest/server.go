@@ -10,6 +10,7 @@
 package redistest
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -143,8 +144,7 @@ func (s *Server) Start() error {
 	s.cmd, s.done = cmd, done
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if c, err := net.Dial("tcp", s.Addr); err == nil {
-			c.Close()
+		if pong(s.Addr) {
 			return nil
 		}
 		select {
@@ -158,6 +158,22 @@ func (s *Server) Start() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// pong reports whether the server at addr answers PING: a connection alone could be another
+// program's listener on a port the server could not bind.
+func pong(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && line == "+PONG\r\n"
 }
 
 // PID is the server process's id.
