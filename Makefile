@@ -1,7 +1,8 @@
 # rlock: `make test` runs vet, staticcheck and the race-enabled test suite against a throwaway redis-server,
-# then the root package's suite again on a throwaway Redis Cluster and on a throwaway Sentinel
-# deployment, and short failover tests on deployments of their own, all on the system's Redis
-# (7.0); then `make test-servers`: the root suite and the cluster smoke tests on each of SERVERS; `make bench` runs the
+# then the root package's suite and the chaos test (internal/chaos) again on a throwaway Redis
+# Cluster and on a throwaway Sentinel deployment, and short failover tests (internal/failover) on
+# deployments of their own, all on the system's Redis (7.0); then `make test-servers`: the root
+# suite, the chaos test and the cluster smoke tests on each of SERVERS; `make bench` runs the
 # benchmark comparison (bench/, its own module). otel/ (rlockotel) is a module of its own too,
 # vetted and tested with the root.
 GO ?= go
@@ -20,20 +21,20 @@ test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
 	$(MAKE) --no-print-directory test-servers
 
-# On each of SERVERS: the root suite on a throwaway server, the cluster smoke tests on a
+# On each of SERVERS: the root suite and the chaos test on a throwaway server, the cluster smoke tests on a
 # throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it), and
 # one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale slot map
 # sent to the old master, now a replica, and lets it go only in READONLY mode).
 test-servers:
 	set -e; for s in $(SERVERS); do \
 		t=$$(date +%s); \
-		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 $(TESTFLAGS) . ; \
+		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos ; \
 		echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
 		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
 			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
 		echo "test-servers: $$s cluster smoke in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
 		RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
-			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' . ; \
+			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' ./internal/failover ; \
 		echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"; \
 	done
 
@@ -54,21 +55,21 @@ gotest:
 	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
 	cd otel && $(GO) test -race -count=1 ./...
-	# The root suite on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel
-	# deployment (a primary, 2 replicas, 3 sentinels): every test checks that nothing is left
-	# subscribed on any node.
-	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 $(TESTFLAGS) .
-	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 $(TESTFLAGS) .
+	# The root suite and the chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and
+	# on a Sentinel deployment (a primary, 2 replicas, 3 sentinels): every test checks that
+	# nothing is left subscribed on any node.
+	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos
+	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos
 	# Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9
 	# of the lock's master with a hold and waiters, and SENTINEL FAILOVER.
 	CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
-		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s)$$' .
-	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' .
+		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s)$$' ./internal/failover
+	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover
 
 # The chaos test alone, longer than in make test: 4 configurations of 15s each by default
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).
 chaos:
-	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaos$$' -v . -args $(CHAOSFLAGS)
+	scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaos$$' -v ./internal/chaos -args $(CHAOSFLAGS)
 
 # The chaos test with stopped processes (SIGSTOP past the lease and past FairWaitTimeout) and a
 # stalled server (DEBUG SLEEP) besides connection kills: every kind, pub/sub then spin, 60s each
@@ -76,7 +77,7 @@ chaos:
 # '-chaospause.duration=10s' for short runs, '-chaospause.faults=stop,kill' for a baseline
 # without losses). One summary line per run. Not part of make test.
 chaos-pause:
-	scripts/with-redis.sh $(GO) test -race -timeout 0 -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v . -args $(CHAOSPAUSEFLAGS)
+	scripts/with-redis.sh $(GO) test -race -timeout 0 -count=$(CHAOSPAUSERUNS) -run '^TestChaosPause$$' -v ./internal/chaos -args $(CHAOSPAUSEFLAGS)
 
 # In-package Go benchmarks (uncontended lock+unlock vs a bare EVALSHA pair, contended handoff).
 gobench:

@@ -25,8 +25,8 @@ var (
 // its pipelined steady state, as a service runs it; "serial" is one goroutine alone.
 func BenchmarkLockUnlock(b *testing.B) {
 	e := newEnv(b)
-	rc := e.rueidis()
-	c, err := rlock.New(rc, rlock.Options{KeyPrefix: e.prefix})
+	rc := e.Rueidis()
+	c, err := rlock.New(rc, rlock.Options{KeyPrefix: e.Prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,11 +64,11 @@ func BenchmarkLockUnlock(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) { rlockLoop(c.NewMutex(key()), pb.Next) })
 	})
 	b.Run("parallel/bare-evalsha-pair", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) { bareLoop(e.prefix+":bare"+key(), pb.Next) })
+		b.RunParallel(func(pb *testing.PB) { bareLoop(e.Prefix+":bare"+key(), pb.Next) })
 	})
 	b.Run("serial/rlock", func(b *testing.B) { rlockLoop(c.NewMutex(key()), b.Loop) })
 	b.Run("serial/rlock-fair", func(b *testing.B) { rlockLoop(c.NewFairMutex(key()), b.Loop) })
-	b.Run("serial/bare-evalsha-pair", func(b *testing.B) { bareLoop(e.prefix+":bare"+key(), b.Loop) })
+	b.Run("serial/bare-evalsha-pair", func(b *testing.B) { bareLoop(e.Prefix+":bare"+key(), b.Loop) })
 }
 
 // BenchmarkHandoff measures a contended handoff: 4 clients take turns on one lock, and a

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,14 +22,16 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // scriptCalls is the number of EVALSHA and EVAL calls n has run (INFO commandstats).
-func (n node) scriptCalls(t testing.TB) int64 {
+func scriptCalls(t testing.TB, n node) int64 {
 	t.Helper()
-	info, err := n.do(t, "INFO", "commandstats").ToString()
+	info, err := n.Do(t, "INFO", "commandstats").ToString()
 	require.NoError(t, err)
 	var total int64
 	for _, l := range strings.Split(info, "\r\n") {
@@ -48,95 +49,14 @@ func (n node) scriptCalls(t testing.TB) int64 {
 	return total
 }
 
-// csCluster is the cluster at REDIS_CLUSTER_ADDRS; it skips t when that is not set.
-type csCluster struct {
-	addrs []string
-	nodes []node
-}
-
-func clusterFromEnv(t *testing.T) *csCluster {
-	t.Helper()
-	env := os.Getenv("REDIS_CLUSTER_ADDRS")
-	if env == "" {
-		t.Skip("REDIS_CLUSTER_ADDRS is not set (scripts/with-cluster.sh sets it)")
-	}
-	c := &csCluster{addrs: strings.Split(env, ",")}
-	for _, a := range c.addrs {
-		c.nodes = append(c.nodes, newNode(t, a))
-	}
-	return c
-}
-
-// client returns a rueidis cluster client of c, closed when the test ends unless closed before.
-func (c *csCluster) client(t *testing.T) rueidis.Client {
-	t.Helper()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.addrs, DisableCache: true})
-	require.NoError(t, err)
-	require.Equal(t, rueidis.ClientModeCluster, rc.Mode())
-	var once sync.Once
-	t.Cleanup(func() { once.Do(rc.Close) })
-	return rc
-}
-
-// masters are the nodes that are masters now.
-func (c *csCluster) masters(t *testing.T) []node {
-	var ms []node
-	for _, n := range c.nodes {
-		if n.role(t) == "master" {
-			ms = append(ms, n)
-		}
-	}
-	require.Len(t, ms, 3)
-	return ms
-}
-
-// owner returns the address of the master serving key's slot.
-func (c *csCluster) owner(t *testing.T, key string) string {
-	slot, err := c.nodes[0].do(t, "CLUSTER", "KEYSLOT", key).AsInt64()
-	require.NoError(t, err)
-	shards, err := c.nodes[0].do(t, "CLUSTER", "SLOTS").ToArray()
-	require.NoError(t, err)
-	for _, s := range shards {
-		v, err := s.ToArray()
-		require.NoError(t, err)
-		lo, _ := v[0].AsInt64()
-		hi, _ := v[1].AsInt64()
-		if slot >= lo && slot <= hi {
-			m, err := v[2].ToArray()
-			require.NoError(t, err)
-			host, _ := m[0].ToString()
-			port, _ := m[1].AsInt64()
-			return fmt.Sprintf("%s:%d", host, port)
-		}
-	}
-	t.Fatalf("no owner for slot %d", slot)
-	return ""
-}
-
-// leftChannels reports, per node, the channels of prefix still subscribed, their total over
-// the nodes and how many distinct channels that is.
-func (c *csCluster) leftChannels(t *testing.T, prefix string) (detail string, total, distinct int) {
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, n := range c.nodes {
-		classic, sharded := n.channels(t, prefix+":*")
-		total += len(classic) + len(sharded)
-		for _, ch := range append(classic, sharded...) {
-			seen[ch] = true
-		}
-		fmt.Fprintf(&b, " %s(%s)=%d+%d", n.addr, n.role(t), len(classic), len(sharded))
-	}
-	return b.String(), total, len(seen)
-}
-
 // TestClusterSmoke_channelsLeft takes each kind's locks with a waiter that gets the lock and a
 // waiter that gives up, on 25 names per kind (200 pub/sub waits), then counts the channels still
 // subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
 // and after the rueidis clients' Close.
 func TestClusterSmoke_channelsLeft(t *testing.T) {
-	c := clusterFromEnv(t)
-	prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
-	holderRC, waiterRC := c.client(t), c.client(t)
+	c := redistest.ClusterFromEnv(t)
+	prefix := redistest.NewPrefix("rlcs")
+	holderRC, waiterRC := c.Client(t), c.Client(t)
 	holder, err := rlock.New(holderRC, rlock.Options{KeyPrefix: prefix, Wait: rlock.PubSub()})
 	require.NoError(t, err)
 	waiter, err := rlock.New(waiterRC, rlock.Options{KeyPrefix: prefix, Wait: rlock.PubSub()})
@@ -203,7 +123,7 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 		for i := range names {
 			name := fmt.Sprintf("%s-%d", k.name, i)
 			channel := prefix + ":{" + name + "}:ch"
-			owner := c.owner(t, channel)
+			owner := c.Owner(t, channel)
 			release, err := k.hold(holder, name)
 			require.NoError(t, err, name)
 
@@ -223,13 +143,13 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 			// Where did the waiter subscribe? Wait until some node has the channel.
 			where := ""
 			require.Eventually(t, func() bool {
-				for _, n := range c.nodes {
-					classic, sharded := n.channels(t, channel)
+				for _, n := range c.Nodes {
+					classic, sharded := n.Channels(t, channel)
 					if len(classic)+len(sharded) > 0 {
 						switch {
-						case n.addr == owner:
+						case n.Addr == owner:
 							where = "slot owner"
-						case n.role(t) == "master":
+						case n.Role(t) == "master":
 							where = "other master"
 						default:
 							where = "replica"
@@ -267,7 +187,7 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 		// Unsubscribing is asynchronous: give it up to 2s to settle.
 		deadline := time.Now().Add(2 * time.Second)
 		for {
-			detail, total, distinct = c.leftChannels(t, prefix)
+			detail, total, distinct = c.LeftChannels(t, prefix)
 			if total == 0 || time.Now().After(deadline) {
 				break
 			}
@@ -291,12 +211,12 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 		t.Errorf("%d channels subscribed with no connection left", left)
 	}
 	// Keys: fencing counters only.
-	for _, m := range c.masters(t) {
-		keys, err := m.do(t, "KEYS", prefix+":*").AsStrSlice()
+	for _, m := range c.MastersNow(t) {
+		keys, err := m.Do(t, "KEYS", prefix+":*").AsStrSlice()
 		require.NoError(t, err)
 		for _, k := range keys {
 			if !strings.HasSuffix(k, ":fence") {
-				t.Errorf("key left behind on %s: %s", m.addr, k)
+				t.Errorf("key left behind on %s: %s", m.Addr, k)
 			}
 		}
 	}
@@ -307,19 +227,19 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 // holder unlocks; handoff is from the Unlock call to the waiter's Lock returning. Standalone
 // (the package's server) and cluster, plain and fair mutex, 500 handoffs each.
 func TestClusterSmoke_handoff(t *testing.T) {
-	c := clusterFromEnv(t)
+	c := redistest.ClusterFromEnv(t)
 	topologies := []struct {
 		name string
 		rc   func(t *testing.T) rueidis.Client
 	}{
-		{"standalone", func(t *testing.T) rueidis.Client { return newRueidis(t, redisAddr) }},
-		{"cluster", c.client},
+		{"standalone", func(t *testing.T) rueidis.Client { return redistest.NewRueidis(t, redistest.RedisAddr()) }},
+		{"cluster", c.Client},
 	}
 	const n = 500
 	for _, kind := range kinds {
 		for _, topo := range topologies {
 			t.Run(kind.name+"/"+topo.name, func(t *testing.T) {
-				prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
+				prefix := redistest.NewPrefix("rlcs")
 				var ms [2]*rlock.Mutex
 				for i := range ms {
 					cl, err := rlock.New(topo.rc(t), rlock.Options{KeyPrefix: prefix})
@@ -395,23 +315,23 @@ func (l *csLog) summary() (int, string) {
 // the masters' counters are sampled every 5ms, and each burst of renewals is one period's.
 // It also reports how long each burst took.
 func TestClusterSmoke_renewalScripts(t *testing.T) {
-	c := clusterFromEnv(t)
+	c := redistest.ClusterFromEnv(t)
 	const holds = 1000
 	const watchdog = 3 * time.Second // a renewal pass every second
 	const periods = 5
-	standalone := node{addr: redisAddr, rc: newRueidis(t, redisAddr)}
+	standalone := node{Addr: redistest.RedisAddr(), RC: redistest.NewRueidis(t, redistest.RedisAddr())}
 	topologies := []struct {
 		name  string
 		rc    func(t *testing.T) rueidis.Client
 		nodes func(t *testing.T) []node
 	}{
-		{"standalone", func(t *testing.T) rueidis.Client { return newRueidis(t, redisAddr) },
+		{"standalone", func(t *testing.T) rueidis.Client { return redistest.NewRueidis(t, redistest.RedisAddr()) },
 			func(*testing.T) []node { return []node{standalone} }},
-		{"cluster", c.client, c.masters},
+		{"cluster", c.Client, c.MastersNow},
 	}
 	for _, topo := range topologies {
 		t.Run(topo.name, func(t *testing.T) {
-			prefix := fmt.Sprintf("rlcs%d-%d", os.Getpid(), prefixSeq.Add(1))
+			prefix := redistest.NewPrefix("rlcs")
 			var logs csLog
 			cl, err := rlock.New(topo.rc(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: watchdog,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -445,7 +365,7 @@ func TestClusterSmoke_renewalScripts(t *testing.T) {
 			total := func() int64 {
 				var s int64
 				for _, n := range nodes {
-					s += n.scriptCalls(t)
+					s += scriptCalls(t, n)
 				}
 				return s
 			}
@@ -518,9 +438,9 @@ func TestClusterSmoke_renewalScripts(t *testing.T) {
 // many names (many slots, every master) live on across several renewal periods, and a hold's
 // context is not ended.
 func TestClusterSmoke_syncReplicasRenewal(t *testing.T) {
-	cl := clusterFromEnv(t)
+	cl := redistest.ClusterFromEnv(t)
 	const lease = 900 * time.Millisecond
-	c, err := rlock.New(cl.client(t), rlock.Options{KeyPrefix: fmt.Sprintf("rlcsr%d", time.Now().UnixNano()),
+	c, err := rlock.New(cl.Client(t), rlock.Options{KeyPrefix: fmt.Sprintf("rlcsr%d", time.Now().UnixNano()),
 		SyncReplicas: 1, SyncTimeout: 500 * time.Millisecond, WatchdogTimeout: lease})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Close()) }()

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // TestCrashCost measures what a crash costs the others, for docs/timeouts.md:
@@ -26,10 +28,10 @@ func TestCrashCost(t *testing.T) {
 			var delays []time.Duration
 			for i := range 3 {
 				e := newEnv(t)
-				c := startChild(t, "hold", "PREFIX="+e.prefix, "LOCK=k", "WATCHDOG="+lease.String())
-				c.expect(t, "locked")
+				c := redistest.StartChild(t, "hold", "PREFIX="+e.Prefix, "LOCK=k", "WATCHDOG="+lease.String())
+				c.Expect(t, "locked")
 				time.Sleep(rand.N(lease / 3)) // a random moment between two renewals
-				require.NoError(t, c.cmd.Process.Kill())
+				require.NoError(t, c.Cmd.Process.Kill())
 				killed := time.Now()
 				m := e.client(rlock.Options{}).NewMutex("k")
 				h, err := m.TryLock(bg, 2*lease)

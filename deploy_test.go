@@ -1,91 +1,23 @@
 package rlock
 
 import (
-	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
-// TopologyEnv names the deployment the tests run on (exported for the package's external
-// tests, which share this test binary):
-//
-//	standalone  the default: one server at REDIS_ADDR
-//	cluster     a Redis Cluster whose nodes are REDIS_CLUSTER_ADDRS (scripts/with-cluster.sh)
-//	sentinel    a primary and replicas behind the sentinels REDIS_SENTINEL_ADDRS, with
-//	            REDIS_SENTINEL_MASTER and REDIS_SENTINEL_DATA (scripts/with-sentinel.sh)
-const TopologyEnv = "RLOCK_TEST_TOPOLOGY"
-
-// Deployment is a Redis deployment the tests run on.
-type Deployment struct {
-	Topology  string   // "standalone", "cluster" or "sentinel"
-	Addrs     []string // what clients are given: the server, the cluster's nodes or the sentinels
-	MasterSet string   // sentinel: the primary's name
-	Data      []string // every data node: the server, the cluster's nodes, or primary and replicas
-}
-
-// DeploymentFromEnv returns the deployment TopologyEnv names.
-func DeploymentFromEnv() (Deployment, error) {
-	list := func(name string) ([]string, error) {
-		v := os.Getenv(name)
-		if v == "" {
-			return nil, fmt.Errorf("%s=%s needs %s", TopologyEnv, os.Getenv(TopologyEnv), name)
-		}
-		return strings.Split(v, ","), nil
-	}
-	switch topo := os.Getenv(TopologyEnv); topo {
-	case "", "standalone":
-		addrs, err := list("REDIS_ADDR")
-		return Deployment{Topology: "standalone", Addrs: addrs, Data: addrs}, err
-	case "cluster":
-		addrs, err := list("REDIS_CLUSTER_ADDRS")
-		return Deployment{Topology: topo, Addrs: addrs, Data: addrs}, err
-	case "sentinel":
-		addrs, err1 := list("REDIS_SENTINEL_ADDRS")
-		data, err2 := list("REDIS_SENTINEL_DATA")
-		master := os.Getenv("REDIS_SENTINEL_MASTER")
-		if master == "" {
-			master = "rlock"
-		}
-		if err1 != nil {
-			return Deployment{}, err1
-		}
-		return Deployment{Topology: topo, Addrs: addrs, MasterSet: master, Data: data}, err2
-	default:
-		return Deployment{}, fmt.Errorf("%s=%q: want standalone, cluster or sentinel", TopologyEnv, topo)
-	}
-}
-
-// ClientOption returns the options of a rueidis client of d.
-func (d Deployment) ClientOption() rueidis.ClientOption {
-	o := rueidis.ClientOption{InitAddress: d.Addrs, DisableCache: true}
-	if d.Topology == "sentinel" {
-		o.Sentinel = rueidis.SentinelOption{MasterSet: d.MasterSet}
-	}
-	return o
-}
-
-// NewClient returns a rueidis client of d.
-func (d Deployment) NewClient() (rueidis.Client, error) {
-	return rueidis.NewClient(d.ClientOption())
-}
-
-// testRueidis returns a rueidis client of the tests' deployment, closed when the test ends.
+// testRueidis returns a rueidis client of the tests' deployment (redistest.TopologyEnv), closed
+// when the test ends; it skips t under -short.
 func testRueidis(t *testing.T) rueidis.Client {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs Redis (-short runs only the tests that need none)")
-	}
-	d, err := DeploymentFromEnv()
+	redistest.NeedsRedis(t)
+	d, err := redistest.DeploymentFromEnv()
 	require.NoError(t, err)
 	rc, err := d.NewClient()
 	require.NoError(t, err)
 	t.Cleanup(rc.Close)
 	return rc
 }
-
-// Slot is the Redis Cluster hash slot of key.
-func Slot(key string) uint16 { return slot(key) }

@@ -9,22 +9,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // queueLen is the number of waiters in a fair lock's queue.
 func (e *env) queueLen(name string) int64 {
-	n, err := e.do("LLEN", e.prefix+":{"+name+"}:queue").AsInt64()
-	require.NoError(e.t, err)
+	n, err := e.Do("LLEN", e.Prefix+":{"+name+"}:queue").AsInt64()
+	require.NoError(e.T, err)
 	return n
 }
 
 // awaitQueue waits until name's queue holds n waiters.
 func (e *env) awaitQueue(name string, n int64) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool { return e.queueLen(name) == n }, 5*time.Second, time.Millisecond,
+	e.T.Helper()
+	require.Eventually(e.T, func() bool { return e.queueLen(name) == n }, 5*time.Second, time.Millisecond,
 		"queue of %s never reached %d", name, n)
 }
 
@@ -101,21 +103,21 @@ func TestFairMutex_fifoProcesses(t *testing.T) {
 		m := e.client(rlock.Options{}).NewFairMutex("xfifo")
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
-		orderKey := e.prefix + ":order"
-		t.Cleanup(func() { e.do("DEL", orderKey) })
+		orderKey := e.Prefix + ":order"
+		t.Cleanup(func() { e.Do("DEL", orderKey) })
 		const procs = 4
-		children := make([]*child, procs)
+		children := make([]*redistest.Child, procs)
 		for i := range children {
-			children[i] = startChild(t, "order", "PREFIX="+e.prefix, "LOCK=xfifo", "FAIR=1",
+			children[i] = redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=xfifo", "FAIR=1",
 				"ORDER="+orderKey, "ID="+strconv.Itoa(i), "WAIT="+wait.String()[:4])
-			children[i].expect(t, "waiting")
+			children[i].Expect(t, "waiting")
 			e.awaitQueue("xfifo", int64(i+1))
 		}
 		require.NoError(t, m.Unlock(h))
 		for _, c := range children {
-			c.wait(t)
+			c.Wait(t)
 		}
-		got, err := e.do("LRANGE", orderKey, "0", "-1").AsStrSlice()
+		got, err := e.Do("LRANGE", orderKey, "0", "-1").AsStrSlice()
 		require.NoError(t, err)
 		assert.Equal(t, []string{"0", "1", "2", "3"}, got, "acquisition order equals arrival order")
 	})
@@ -132,13 +134,13 @@ func TestFairMutex_killedWaiter(t *testing.T) {
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
 
-		dead := startChild(t, "order", "PREFIX="+e.prefix, "LOCK=dead", "FAIR=1", "ORDER="+e.prefix+":order",
+		dead := redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=dead", "FAIR=1", "ORDER="+e.Prefix+":order",
 			"ID=dead", "FAIRWAIT="+fairWait.String())
-		dead.expect(t, "waiting")
+		dead.Expect(t, "waiting")
 		e.awaitQueue("dead", 1)
 		got := lockAndRelease(t, m)
 		e.awaitQueue("dead", 2)
-		require.NoError(t, dead.cmd.Process.Kill())
+		require.NoError(t, dead.Cmd.Process.Kill())
 		killed := time.Now()
 		require.NoError(t, m.Unlock(h))
 
@@ -183,7 +185,7 @@ func TestFairMutex_givingUpLeavesNothing(t *testing.T) {
 		require.ErrorIs(t, <-cancelled, context.Canceled)
 		require.ErrorIs(t, <-timedOut, rlock.ErrNotObtained)
 		assert.EqualValues(t, 1, e.queueLen("give-up"), "both gave-up entries are gone")
-		n, err := e.do("ZCARD", e.prefix+":{give-up}:deadlines").AsInt64()
+		n, err := e.Do("ZCARD", e.Prefix+":{give-up}:deadlines").AsInt64()
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n, "and their deadlines")
 
@@ -247,7 +249,7 @@ func TestFairMutex_TryLockZeroNeverJumpsTheQueue(t *testing.T) {
 	}()
 	e.awaitQueue("nojump", 1)
 	// Free the lock behind the waiter's back (no wake-up): it is free, but someone waits.
-	_, err = e.do("DEL", e.prefix+":{nojump}").AsInt64()
+	_, err = e.Do("DEL", e.Prefix+":{nojump}").AsInt64()
 	require.NoError(t, err)
 	_, err = m.TryLock(bg, 0)
 	require.ErrorIs(t, err, rlock.ErrNotObtained)
@@ -262,9 +264,9 @@ func TestFairMutex_TryLockZeroNeverJumpsTheQueue(t *testing.T) {
 // itself (scripts, and pub/sub (un)subscriptions); the calls scripts make inside are not counted.
 func (e *env) clientCommands() int64 {
 	var n int64
-	for _, m := range e.dep.masters {
-		info, err := m.do(e.t, "INFO", "commandstats").ToString()
-		require.NoError(e.t, err)
+	for _, m := range e.Dep.Masters {
+		info, err := m.Do(e.T, "INFO", "commandstats").ToString()
+		require.NoError(e.T, err)
 		for _, line := range strings.Split(info, "\n") {
 			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
 			if !ok {
@@ -284,7 +286,7 @@ func (e *env) clientCommands() int64 {
 // commands (the waiter's queued attempt, its attempt on the head's wake-up, the release),
 // whatever the number of waiters, because a release wakes only the head.
 func TestFairMutex_commandsPerAcquisition(t *testing.T) {
-	needsRedis(t)
+	redistest.NeedsRedis(t)
 	perAcq := map[int]float64{}
 	for _, waiters := range []int{10, 100} {
 		t.Run(strconv.Itoa(waiters), func(t *testing.T) {
@@ -328,8 +330,8 @@ func TestFairMutex_queueWithoutDeadlines(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		m := e.client(rlock.Options{Wait: wait}).NewFairMutex("ev")
-		require.NoError(t, e.do("RPUSH", e.lockKey("ev")+":queue", "ghost").Error())
-		require.NoError(t, e.do("PEXPIRE", e.lockKey("ev")+":queue", "10000").Error())
+		require.NoError(t, e.Do("RPUSH", e.LockKey("ev")+":queue", "ghost").Error())
+		require.NoError(t, e.Do("PEXPIRE", e.LockKey("ev")+":queue", "10000").Error())
 		h, err := m.TryLock(bg, 2*time.Second)
 		require.NoError(t, err, "a queue head without a deadline is dead")
 		require.NoError(t, m.Unlock(h))

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // syncBuffer is a log sink safe for the watchdog goroutine and the test to share.
@@ -65,7 +67,7 @@ func requireAll(t *testing.T, done <-chan error, n int, within time.Duration) {
 // pubsub) and releases the lock at once, so the unlock message is lost: the waiters must still
 // acquire, through re-subscription and the lease bound.
 func TestFault_pubsubConnectionKilled(t *testing.T) {
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		holder := e.client(rlock.Options{WatchdogTimeout: time.Second}).NewMutex("killed")
@@ -76,11 +78,11 @@ func TestFault_pubsubConnectionKilled(t *testing.T) {
 		waiting := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}).NewMutex("killed")
 		done := startWaiters(waiting, n)
 		if wait.String() == "pubsub" {
-			require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, 5*time.Millisecond)
 		} else {
 			time.Sleep(50 * time.Millisecond)
 		}
-		killed := e.killClients("pubsub")
+		killed := e.KillClients("pubsub")
 		if wait.String() == "pubsub" {
 			assert.Positive(t, killed)
 		}
@@ -91,7 +93,7 @@ func TestFault_pubsubConnectionKilled(t *testing.T) {
 
 // TestFault_scriptFlush empties the server's script cache while a lock is held and waited for.
 func TestFault_scriptFlush(t *testing.T) {
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		m := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}).NewMutex("flush")
@@ -99,14 +101,14 @@ func TestFault_scriptFlush(t *testing.T) {
 		require.NoError(t, err)
 		done := startWaiters(m, 3)
 		time.Sleep(50 * time.Millisecond)
-		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
+		require.NoError(t, e.OnMasters("SCRIPT", "FLUSH"))
 		inner, err := m.Lock(h)
 		require.NoError(t, err, "re-entry after SCRIPT FLUSH")
 		require.NoError(t, m.Unlock(inner))
 		require.NoError(t, m.Unlock(h))
 		requireAll(t, done, 3, 5*time.Second)
 		time.Sleep(time.Second) // across renewals of a re-flushed cache
-		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
+		require.NoError(t, e.OnMasters("SCRIPT", "FLUSH"))
 		locked, err := m.IsLocked(bg)
 		require.NoError(t, err)
 		assert.False(t, locked)
@@ -128,7 +130,7 @@ func TestFault_unlockReplayAfterLostReply(t *testing.T) {
 	inner2, err := m.Lock(inner)
 	require.NoError(t, err)
 
-	release := matchScript("release.lua", e.lockKey("replay"))
+	release := matchScript("release.lua", e.LockKey("replay"))
 	p.DropReply(release)
 	require.NoError(t, m.Unlock(inner2))
 	require.EqualValues(t, 1, p.Fired(), "the release reply was lost")
@@ -159,7 +161,7 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 	// Wait for a renewal (the TTL jumps back up), then lose the next one's request with its
 	// connection: the error is logged and the renewal tried again soon, well within the lease.
 	waitRenewal(t, m)
-	p.DropRequest(matchScript("renew.lua", e.lockKey("renew-err")))
+	p.DropRequest(matchScript("renew.lua", e.LockKey("renew-err")))
 	require.Eventually(t, func() bool { return p.Fired() == 1 }, timeout, time.Millisecond)
 	failed := time.Now()
 	waitRenewal(t, m)
@@ -173,26 +175,26 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 // crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
 // and start starts again without its data. Standalone, that is a server of the test's own; on
 // a cluster or Sentinel it is the lock's master, started again with its command line (see
-// crash) and at the latest when the test ends, so that the deployment stays as it was.
+// redistest.Crash) and at the latest when the test ends, so that the deployment stays as it was.
 func crashable(t *testing.T, name string) (e *env, kill, start func()) {
-	needsRedis(t)
-	if suite.Topology == "standalone" {
-		srv, err := startRedis("")
+	redistest.NeedsRedis(t)
+	if redistest.Suite().Topology == "standalone" {
+		srv, err := redistest.StartServer(redistest.ServerOptions{})
 		require.NoError(t, err)
-		t.Cleanup(srv.stop)
-		return newEnvAt(t, srv.addr), srv.kill, func() { require.NoError(t, srv.start()) }
+		t.Cleanup(srv.Stop)
+		return newEnvAt(t, srv.Addr), srv.Kill, func() { require.NoError(t, srv.Start()) }
 	}
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	e = newEnv(t)
-	n := e.master(name)
+	n := e.Master(name)
 	var restart func()
 	t.Cleanup(func() {
 		if restart != nil {
 			restart()
-			e.dep.waitSteady(t, 20*time.Second)
+			e.Dep.WaitSteady(t, 20*time.Second)
 		}
 	})
-	return e, func() { restart = crash(t, n) }, func() { restart() }
+	return e, func() { restart = redistest.Crash(t, n) }, func() { restart() }
 }
 
 // TestFault_restartedServer restarts Redis (without persistence) under a held lock: the
@@ -209,7 +211,7 @@ func TestFault_restartedServer(t *testing.T) {
 	require.ErrorIs(t, causeOf(h, 3*timeout), rlock.ErrLockLost)
 	require.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
 
-	e.dep.waitSteady(t, 20*time.Second) // a cluster master takes writes 2s after it rejoins
+	e.Dep.WaitSteady(t, 20*time.Second) // a cluster master takes writes 2s after it rejoins
 	h, err = m.TryLock(bg, time.Second)
 	require.NoError(t, err, "locking works after the restart (scripts reloaded)")
 	require.NoError(t, m.Unlock(h))
@@ -221,7 +223,7 @@ func TestFault_restartedServer(t *testing.T) {
 // (On a cluster or Sentinel, the master comes back when the test ends, before a failover.)
 func TestFault_serverGone(t *testing.T) {
 	e, kill, _ := crashable(t, "gone")
-	e.dirty = true // the server is gone: nothing to check
+	e.Dirty = true // the server is gone: nothing to check
 	const timeout = 900 * time.Millisecond
 	m := e.client(rlock.Options{WatchdogTimeout: timeout}).NewMutex("gone")
 	h, err := m.Lock(bg)

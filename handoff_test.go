@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore)
@@ -50,7 +52,7 @@ var handoffKinds = []handoffKind{
 }
 
 // countScripts makes p count the requests that run script on key (it never fires).
-func countScripts(p *faultProxy, script, key string) *atomic.Int64 {
+func countScripts(p *redistest.Proxy, script, key string) *atomic.Int64 {
 	var n atomic.Int64
 	match := matchScript(script, key)
 	p.DropRequest(func(cmd []string) bool {
@@ -71,7 +73,7 @@ func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			p := e.newProxy()
-			attempts := countScripts(p, k.script, e.lockKey("h"))
+			attempts := countScripts(p, k.script, e.LockKey("h"))
 			holder := e.client(handoffOpts)
 			waiter := e.through(p).client(handoffOpts)
 			take, release := k.acquire(holder, "h")
@@ -102,22 +104,22 @@ func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
 
 			// The grant's lease is the claim; the holder extends it to the watchdog lease off the
 			// critical path, long before the claim runs out.
-			pttl, err := e.do("PTTL", e.lockKey("h")).AsInt64()
+			pttl, err := e.Do("PTTL", e.LockKey("h")).AsInt64()
 			require.NoError(t, err)
 			if k.name == "fair" {
 				assert.LessOrEqual(t, pttl, int64(1000), "the grant's lease is the claim")
 				require.Eventually(t, func() bool {
-					pttl, _ := e.do("PTTL", e.lockKey("h")).AsInt64()
+					pttl, _ := e.Do("PTTL", e.LockKey("h")).AsInt64()
 					return pttl > 1500
 				}, 2*time.Second, 5*time.Millisecond, "the claim was extended to the lease")
 			} else {
 				leaseLeft := func() int64 {
-					ids, err := e.do("ZRANGE", e.lockKey("h")+":leases", "0", "0").AsStrSlice()
+					ids, err := e.Do("ZRANGE", e.LockKey("h")+":leases", "0", "0").AsStrSlice()
 					require.NoError(t, err)
 					require.Len(t, ids, 1)
-					end, err := e.do("ZSCORE", e.lockKey("h")+":leases", ids[0]).AsInt64()
+					end, err := e.Do("ZSCORE", e.LockKey("h")+":leases", ids[0]).AsInt64()
 					require.NoError(t, err)
-					now, err := e.do("TIME").AsStrSlice()
+					now, err := e.Do("TIME").AsStrSlice()
 					require.NoError(t, err)
 					return end - (parseMs(now[0])*1000 + parseMs(now[1])/1000)
 				}
@@ -215,7 +217,7 @@ func TestHandoff_goneGranteeCostsAtMostTheClaim(t *testing.T) {
 	for _, k := range handoffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.dirty = true // the gone waiter's subscription and entry may outlive the test briefly
+			e.Dirty = true // the gone waiter's subscription and entry may outlive the test briefly
 			p := e.newProxy()
 			c := e.client(handoffOpts)
 			gone := e.through(p).client(handoffOpts)
@@ -268,7 +270,7 @@ func TestHandoff_fixedLeaseAndToken(t *testing.T) {
 		t.Run(tc.lease.String(), func(t *testing.T) {
 			e := newEnv(t)
 			p := e.newProxy()
-			attempts := countScripts(p, "fair_acquire.lua", e.lockKey("f"))
+			attempts := countScripts(p, "fair_acquire.lua", e.LockKey("f"))
 			holder := e.client(handoffOpts).NewFairMutex("f", rlock.WithFencing())
 			waiter := e.through(p).client(handoffOpts).NewFairMutex("f", rlock.WithFencing(), rlock.WithLease(tc.lease))
 			ctx := context.Background()
@@ -292,7 +294,7 @@ func TestHandoff_fixedLeaseAndToken(t *testing.T) {
 			wtok, ok := waiter.Token(wh)
 			assert.True(t, ok)
 			assert.Equal(t, tok+1, wtok, "the next fencing token")
-			pttl, err := e.do("PTTL", e.lockKey("f")).AsInt64()
+			pttl, err := e.Do("PTTL", e.LockKey("f")).AsInt64()
 			require.NoError(t, err)
 			assert.LessOrEqual(t, pttl, tc.lease.Milliseconds(), "the lease is the fixed lease, not more")
 			assert.Greater(t, pttl, tc.lease.Milliseconds()-200)
@@ -321,7 +323,7 @@ func parseMs(s string) int64 {
 func TestHandoff_readerBatch(t *testing.T) {
 	e := newEnv(t)
 	p := e.newProxy()
-	attempts := countScripts(p, "rw_acquire.lua", e.lockKey("b"))
+	attempts := countScripts(p, "rw_acquire.lua", e.LockKey("b"))
 	holder := e.client(handoffOpts).NewFairRWMutex("b")
 	readers := e.through(p).client(handoffOpts).NewFairRWMutex("b")
 	ctx := context.Background()
@@ -389,7 +391,7 @@ func TestHandoff_sharedOwnerReaderBatch(t *testing.T) {
 				owner := rlock.NewOwnerID()
 				ctx := context.Background()
 				readHolds := func() int64 {
-					n, err := e.do("HGET", e.lockKey("s"), "r:"+owner).AsInt64()
+					n, err := e.Do("HGET", e.LockKey("s"), "r:"+owner).AsInt64()
 					if err != nil {
 						return 0
 					}
@@ -479,14 +481,14 @@ func TestHandoff_lateGrantIsNotFresh(t *testing.T) {
 			eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 				e := newEnv(t)
 				p := e.newProxy()
-				attempts := countScripts(p, k.script, e.lockKey("g"))
+				attempts := countScripts(p, k.script, e.LockKey("g"))
 				opts := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 3 * time.Second, Wait: wait}
 				take, release := k.acquire(e.client(opts), "g")
 				btake, brelease := k.acquire(e.client(opts), "g")
 				vtake, vrelease := k.acquire(e.through(p).client(opts), "g", rlock.WithLease(200*time.Millisecond))
 				ctx := context.Background()
 				queued := func() int64 {
-					n, err := e.do("LLEN", e.lockKey("g")+":queue").AsInt64()
+					n, err := e.Do("LLEN", e.LockKey("g")+":queue").AsInt64()
 					require.NoError(t, err)
 					return n
 				}
@@ -586,23 +588,23 @@ func TestHandoff_pausedWaiterTakesNoLateGrant(t *testing.T) {
 		b := e.client(opts).NewFairMutex("p")
 		h, err := holder.Lock(bg)
 		require.NoError(t, err)
-		v := startChild(t, "granted", "PREFIX="+e.prefix, "LOCK=p", "FAIR=1", "WAIT="+w,
+		v := redistest.StartChild(t, "granted", "PREFIX="+e.Prefix, "LOCK=p", "FAIR=1", "WAIT="+w,
 			"WATCHDOG=3s", "FAIRWAIT="+fairWait.String())
-		v.expect(t, "waiting")
+		v.Expect(t, "waiting")
 		e.awaitQueue("p", 1)
 		time.Sleep(100 * time.Millisecond)
-		require.NoError(t, v.cmd.Process.Signal(syscall.SIGSTOP))
-		require.Eventually(t, func() bool { return stopped(v.cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
+		require.NoError(t, v.Cmd.Process.Signal(syscall.SIGSTOP))
+		require.Eventually(t, func() bool { return stopped(v.Cmd.Process.Pid) }, 5*time.Second, time.Millisecond)
 		require.NoError(t, holder.Unlock(h)) // grants V the lock; V hears nothing
 		bctx, cancel := context.WithTimeout(bg, 5*time.Second)
 		defer cancel()
 		bh, err := b.Lock(bctx) // once V's claim ran out
 		require.NoError(t, err)
-		require.NoError(t, v.cmd.Process.Signal(syscall.SIGCONT))
+		require.NoError(t, v.Cmd.Process.Signal(syscall.SIGCONT))
 		lines := make(chan string, 2)
 		go func() {
-			for v.out.Scan() {
-				lines <- v.out.Text()
+			for v.Out.Scan() {
+				lines <- v.Out.Text()
 			}
 			close(lines)
 		}()
@@ -621,12 +623,12 @@ func TestHandoff_pausedWaiterTakesNoLateGrant(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("V did not get the lock after B released it")
 		}
-		_, err = io.WriteString(v.in, "go\n")
+		_, err = io.WriteString(v.In, "go\n")
 		require.NoError(t, err)
 		for l := range lines {
 			t.Logf("V: %s", l)
 		}
-		require.NoError(t, v.cmd.Wait())
+		require.NoError(t, v.Cmd.Wait())
 	})
 }
 

@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // The Mutex's fault cases (replay_test.go, holdctx_test.go, watchdog_test.go) for the
 // read-write mutex and the semaphore: each loses a request or a reply, or breaks the line,
-// with faultProxy, and checks one invariant:
+// with redistest.Proxy, and checks one invariant:
 // never a double grant, no hold left behind by a call that failed, no release counted twice,
 // no hold context outliving its lease, and waiters that survive their connections.
 
@@ -112,7 +114,7 @@ func kfTargets(subject, direct *rlock.Client, name string, opts ...rlock.MutexOp
 
 // eachTarget runs f as a subtest per target (see kfTargets) on its own env, proxy and lock
 // "k", with subject client options opts.
-func eachTarget(t *testing.T, opts rlock.Options, f func(t *testing.T, e *env, p *faultProxy, k *kfTarget)) {
+func eachTarget(t *testing.T, opts rlock.Options, f func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget)) {
 	for i, name := range kfTargetNames {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
@@ -135,7 +137,7 @@ func (k *kfTarget) held(t *testing.T, h context.Context) int64 {
 // requireNothingHeld requires that no key but fencing counters is left under e's prefix.
 func requireNothingHeld(t *testing.T, e *env, msg string) {
 	t.Helper()
-	keys := slices.DeleteFunc(e.keys(), func(k string) bool { return strings.HasSuffix(k, ":fence") })
+	keys := slices.DeleteFunc(e.Keys(), func(k string) bool { return strings.HasSuffix(k, ":fence") })
 	require.Empty(t, keys, msg)
 }
 
@@ -154,8 +156,8 @@ func requireKeptOut(t *testing.T, k *kfTarget, msg string) {
 // in a call that goes on is replayed under its request id and counted once (no double grant).
 func TestKindsFault_lostAcquire(t *testing.T) {
 	t.Run("TryLock 0", func(t *testing.T) {
-		eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
-			p.DropReply(matchScript(k.acquireScript, e.lockKey("k")))
+		eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
+			p.DropReply(matchScript(k.acquireScript, e.LockKey("k")))
 			_, err := k.try(bg, 0)
 			require.ErrorIs(t, err, rlock.ErrNotObtained, "the reply was lost: not obtained")
 			require.EqualValues(t, 1, p.Fired())
@@ -163,11 +165,11 @@ func TestKindsFault_lostAcquire(t *testing.T) {
 		})
 	})
 	t.Run("context ends after the lost reply", func(t *testing.T) {
-		eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
+		eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
 			// cancel as the fault fires, before the client can learn of it
-			p.DropReply(thenCall(matchScript(k.acquireScript, e.lockKey("k")), cancel))
+			p.DropReply(redistest.ThenCall(matchScript(k.acquireScript, e.LockKey("k")), cancel))
 			_, err := k.lock(ctx)
 			require.ErrorIs(t, err, context.Canceled)
 			require.EqualValues(t, 1, p.Fired())
@@ -176,8 +178,8 @@ func TestKindsFault_lostAcquire(t *testing.T) {
 	})
 	for _, fault := range []string{"reply", "request"} {
 		t.Run("blocking call, lost "+fault, func(t *testing.T) {
-			eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
-				match := matchScript(k.acquireScript, e.lockKey("k"))
+			eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
+				match := matchScript(k.acquireScript, e.LockKey("k"))
 				if fault == "request" {
 					p.DropRequest(match)
 				} else {
@@ -202,11 +204,11 @@ func TestKindsFault_lostAcquire(t *testing.T) {
 func TestKindsFault_secondHoldWithLostRequestOrReply(t *testing.T) {
 	for _, fault := range []string{"request", "reply"} {
 		t.Run(fault, func(t *testing.T) {
-			eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
+			eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
 				lock, unit := k.lock1, int64(1) // a semaphore's holds take 1 permit each: two fit
 				outer, err := lock(bg)
 				require.NoError(t, err)
-				match := matchScript(k.acquireScript, e.lockKey("k"))
+				match := matchScript(k.acquireScript, e.LockKey("k"))
 				if fault == "request" {
 					p.DropRequest(match)
 				} else {
@@ -232,7 +234,7 @@ func TestKindsFault_secondHoldWithLostRequestOrReply(t *testing.T) {
 // back exactly one hold (the semaphore: exactly its permits); a second Release of that
 // semaphore hold is ErrNotHeld and gives back nothing.
 func TestKindsFault_lostReleaseReply(t *testing.T) {
-	eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
+	eachTarget(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
 		var first, second context.Context
 		var err error
 		if k.name == "semaphore" { // 1 permit, then 2: all 3 out
@@ -248,7 +250,7 @@ func TestKindsFault_lostReleaseReply(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 2, k.held(t, second))
 		}
-		p.DropReply(matchScript(k.releaseScript, e.lockKey("k")))
+		p.DropReply(matchScript(k.releaseScript, e.LockKey("k")))
 		require.NoError(t, k.release(second), "the release ran; its replay says so")
 		require.EqualValues(t, 1, p.Fired(), "the fault fired")
 		if k.name == "semaphore" {
@@ -280,9 +282,9 @@ func TestKindsFault_lostReleaseReplyThenOutage(t *testing.T) {
 			h, err := k.lock(bg)
 			require.NoError(t, err)
 
-			p.DropReplyThenOutage(matchScript(k.releaseScript, e.lockKey("rel")), 3500*time.Millisecond)
+			p.DropReplyThenOutage(matchScript(k.releaseScript, e.LockKey("rel")), 3500*time.Millisecond)
 			require.Error(t, k.release(h), "every retry failed in the outage")
-			assert.Empty(t, e.keys(), "the release had run")
+			assert.Empty(t, e.Keys(), "the release had run")
 
 			// The watchdog settles the release (its next tick after the outage), not marking it lost.
 			require.Error(t, causeOf(h, 6*time.Second), "the hold context ends once settled")
@@ -315,7 +317,7 @@ func TestKindsFault_sharedOwnerReplayDoesNotReleaseTwice(t *testing.T) {
 			require.EqualValues(t, 3, a.held(t, owner))
 			// a's release runs, its reply is lost, and its retries wait out an outage;
 			// meanwhile b (not proxied) releases one hold.
-			p.DropReplyThenOutage(matchScript(a.releaseScript, e.lockKey("sh")), 300*time.Millisecond)
+			p.DropReplyThenOutage(matchScript(a.releaseScript, e.LockKey("sh")), 300*time.Millisecond)
 			done := make(chan error, 1)
 			go func() { done <- a.release(holds[2]) }()
 			require.Eventually(t, func() bool { n, err := b.count(owner); return p.Fired() == 1 && err == nil && n == 2 },
@@ -354,7 +356,7 @@ func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) 
 					time.Sleep(100 * time.Millisecond)
 					return
 				}
-				require.Eventually(t, func() bool { return len(e.channels()) == 1 }, 2*time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, 2*time.Second, time.Millisecond)
 				time.Sleep(20 * time.Millisecond)
 			}
 
@@ -407,8 +409,8 @@ func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) 
 				}
 				require.NoError(t, k.otherRelease(other))
 				// A waiting entry left behind would last its FairWaitTimeout (5s).
-				require.Eventually(t, func() bool { return len(e.keys()) == 0 && len(e.channels()) == 0 },
-					2*time.Second, 5*time.Millisecond, "left behind: keys %v, channels %v", e.keys(), e.channels())
+				require.Eventually(t, func() bool { return len(e.Keys()) == 0 && len(e.Channels()) == 0 },
+					2*time.Second, 5*time.Millisecond, "left behind: keys %v, channels %v", e.Keys(), e.Channels())
 			})
 		})
 	}
@@ -417,7 +419,7 @@ func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) 
 // With renewals failing for good, each hold context ends by the lease end as of its last
 // successful renewal, before another owner can take what it held.
 func TestKindsFault_lossSignalledByLeaseEnd(t *testing.T) {
-	eachTarget(t, rlock.Options{WatchdogTimeout: 900 * time.Millisecond}, func(t *testing.T, e *env, p *faultProxy, k *kfTarget) {
+	eachTarget(t, rlock.Options{WatchdogTimeout: 900 * time.Millisecond}, func(t *testing.T, e *env, p *redistest.Proxy, k *kfTarget) {
 		h, err := k.lock(bg)
 		require.NoError(t, err)
 		p.Outage(5 * time.Second)
@@ -433,7 +435,7 @@ func TestKindsFault_lossSignalledByLeaseEnd(t *testing.T) {
 		assert.Error(t, h.Err(), "the hold context ended before another owner got the lock")
 		assert.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
 		require.NoError(t, k.otherRelease(h2))
-		e.dirty = true // the proxied client's state may outlive the test by a moment
+		e.Dirty = true // the proxied client's state may outlive the test by a moment
 	})
 }
 
@@ -490,9 +492,9 @@ func TestKindsFault_badInputChangesNothing(t *testing.T) {
 				}
 				t.Run(fmt.Sprintf("%s/%s/fence %s", k.name, mode, fence), func(t *testing.T) {
 					name := fmt.Sprintf("fence-%s-%s-%s", k.name, mode, fence[:3])
-					key := e.lockKey(name) + ":fence"
-					require.NoError(t, e.do("SET", key, fence).Error())
-					defer e.do("DEL", key)
+					key := e.LockKey(name) + ":fence"
+					require.NoError(t, e.Do("SET", key, fence).Error())
+					defer e.Do("DEL", key)
 					rw := k.new(c, name, rlock.WithFencing())
 					var err error
 					if mode == "read" {
@@ -502,7 +504,7 @@ func TestKindsFault_badInputChangesNothing(t *testing.T) {
 					}
 					assert.ErrorIs(t, err, rlock.ErrInvalid)
 					assert.ErrorContains(t, err, "fencing counter")
-					assert.Equal(t, []string{key}, e.keys(), "nothing but the counter")
+					assert.Equal(t, []string{key}, e.Keys(), "nothing but the counter")
 				})
 			}
 		}
@@ -526,9 +528,9 @@ func TestKindsFault_badInputChangesNothing(t *testing.T) {
 			for _, mode := range modes {
 				t.Run(fmt.Sprintf("%s/%s/wrong type at %q", l.kind, mode, "P:{name}"+suffix), func(t *testing.T) {
 					name := "wt-" + l.kind + strings.TrimPrefix(suffix, ":") + "-" + mode
-					key := e.lockKey(name) + suffix
-					require.NoError(t, e.do("SET", key, "x").Error())
-					defer e.do("DEL", key)
+					key := e.LockKey(name) + suffix
+					require.NoError(t, e.Do("SET", key, "x").Error())
+					defer e.Do("DEL", key)
 					var err error
 					switch {
 					case l.kind == "semaphore":
@@ -545,8 +547,8 @@ func TestKindsFault_badInputChangesNothing(t *testing.T) {
 						}
 					}
 					assert.ErrorIs(t, err, rlock.ErrInvalid)
-					assert.Equal(t, []string{key}, e.keys(), "no other key was written")
-					v, err := e.do("GET", key).ToString()
+					assert.Equal(t, []string{key}, e.Keys(), "no other key was written")
+					v, err := e.Do("GET", key).ToString()
 					require.NoError(t, err)
 					assert.Equal(t, "x", v, "the foreign key is untouched")
 				})

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // Tests of the read-write mutex and the semaphore across real OS processes (re-executions of the
@@ -65,7 +67,7 @@ func kindsChildEnv(e *env, name string, wait rlock.WaitStrategy, extra ...string
 	}
 	// A race-enabled child sleeps 1s at exit by default (atexit_sleep_ms): not ours to wait for.
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	return append([]string{"PREFIX=" + e.prefix, "LOCK=" + name, "WAIT=" + w, "GORACE=" + gorace}, extra...)
+	return append([]string{"PREFIX=" + e.Prefix, "LOCK=" + name, "WAIT=" + w, "GORACE=" + gorace}, extra...)
 }
 
 // kindsRWMutex is the child's read-write mutex: LOCK, of kind KIND.
@@ -287,23 +289,23 @@ func TestKinds_rwExclusionAcrossProcesses(t *testing.T) {
 		e := newEnv(t)
 		const procs, iters = 4, 30
 		logPath := filepath.Join(t.TempDir(), "log")
-		children := make([]*child, procs)
+		children := make([]*redistest.Child, procs)
 		for i := range children {
-			children[i] = startChild(t, "kinds-rwlog", kindsChildEnv(e, "x", wait,
+			children[i] = redistest.StartChild(t, "kinds-rwlog", kindsChildEnv(e, "x", wait,
 				"KIND="+k.name, "LOG="+logPath, "ITERS="+strconv.Itoa(iters))...)
 		}
 		for _, c := range children {
-			c.expect(t, "reading")
+			c.Expect(t, "reading")
 		}
 		n, err := k.new(e.client(rlock.Options{}), "x").Readers(bg)
 		require.NoError(t, err)
 		assert.Equal(t, procs, n, "every process reads at once")
 		for _, c := range children {
-			_, err := io.WriteString(c.in, "go\n")
+			_, err := io.WriteString(c.In, "go\n")
 			require.NoError(t, err)
 		}
 		for _, c := range children {
-			c.wait(t)
+			c.Wait(t)
 		}
 
 		readers := map[string]int{}
@@ -347,16 +349,16 @@ func TestKinds_semaphoreExclusionAcrossProcesses(t *testing.T) {
 		e := newEnv(t)
 		const procs, iters, permits = 4, 30, 3
 		logPath := filepath.Join(t.TempDir(), "log")
-		children := make([]*child, procs)
+		children := make([]*redistest.Child, procs)
 		for i := range children {
-			children[i] = startChild(t, "kinds-semlog", kindsChildEnv(e, "s", wait,
+			children[i] = redistest.StartChild(t, "kinds-semlog", kindsChildEnv(e, "s", wait,
 				"PERMITS="+strconv.Itoa(permits), "LOG="+logPath, "ITERS="+strconv.Itoa(iters))...)
 		}
 		for _, c := range children {
-			c.expect(t, "ready")
+			c.Expect(t, "ready")
 		}
 		for _, c := range children {
-			c.wait(t)
+			c.Wait(t)
 		}
 		var out, most int64
 		sections := 0
@@ -395,10 +397,10 @@ func TestKinds_rwCrossProcessReentry(t *testing.T) {
 		wrote := goAcquire(func() (context.Context, error) { return m.Lock(bg) })
 		e.awaitRWWaiters(k, "xre", 1)
 
-		c := startChild(t, "kinds-rwreenter", kindsChildEnv(e, "xre", rlock.PubSub(), "KIND="+k.name, "OWNER="+owner)...)
-		c.expect(t, "holds 2 0")
-		c.expect(t, "holds 1 0")
-		c.wait(t)
+		c := redistest.StartChild(t, "kinds-rwreenter", kindsChildEnv(e, "xre", rlock.PubSub(), "KIND="+k.name, "OWNER="+owner)...)
+		c.Expect(t, "holds 2 0")
+		c.Expect(t, "holds 1 0")
+		c.Wait(t)
 		require.NoError(t, r.Err(), "the other process's release was partial")
 		requireRWState(t, m, r, false, 1, 1, 0)
 		require.NoError(t, m.RUnlock(r))
@@ -413,14 +415,14 @@ func TestKinds_killedReader(t *testing.T) {
 	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const timeout = time.Second
-		c := startChild(t, "kinds-rhold", kindsChildEnv(e, "k", wait, "KIND="+k.name, "WATCHDOG="+timeout.String())...)
-		c.expect(t, "locked")
+		c := redistest.StartChild(t, "kinds-rhold", kindsChildEnv(e, "k", wait, "KIND="+k.name, "WATCHDOG="+timeout.String())...)
+		c.Expect(t, "locked")
 		m := k.new(e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout}), "k")
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
 		requireRWState(t, m, r, false, 2, 1, 0)
 
-		require.NoError(t, c.cmd.Process.Kill())
+		require.NoError(t, c.Cmd.Process.Kill())
 		killed := time.Now()
 		wrote := goAcquire(func() (context.Context, error) { return m.TryLock(bg, 5*timeout) })
 		require.Eventually(t, func() bool {
@@ -448,14 +450,14 @@ func TestKinds_killedWriter(t *testing.T) {
 	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const timeout = time.Second
-		c := startChild(t, "kinds-rwwait", kindsChildEnv(e, "k", wait, "KIND="+k.name, "MODE=w", "WATCHDOG="+timeout.String())...)
-		c.expect(t, "waiting")
-		c.expect(t, "locked")
+		c := redistest.StartChild(t, "kinds-rwwait", kindsChildEnv(e, "k", wait, "KIND="+k.name, "MODE=w", "WATCHDOG="+timeout.String())...)
+		c.Expect(t, "waiting")
+		c.Expect(t, "locked")
 		m := k.new(e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout}), "k")
 		read := goAcquire(func() (context.Context, error) { return m.RLock(bg) })
 		requireNone(t, 50*time.Millisecond, "a reader behind a writer", read)
 
-		require.NoError(t, c.cmd.Process.Kill())
+		require.NoError(t, c.Cmd.Process.Kill())
 		killed := time.Now()
 		res := awaitResult(t, read, 5*timeout, "the reader")
 		require.NoError(t, res.err)
@@ -473,13 +475,13 @@ func TestKinds_killedSemaphoreHolder(t *testing.T) {
 	strategiesInParallel(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const timeout, permits = time.Second, 3
-		c := startChild(t, "kinds-semhold", kindsChildEnv(e, "k", wait,
+		c := redistest.StartChild(t, "kinds-semhold", kindsChildEnv(e, "k", wait,
 			"PERMITS="+strconv.Itoa(permits), "N="+strconv.Itoa(permits), "WATCHDOG="+timeout.String())...)
-		c.expect(t, "acquired")
+		c.Expect(t, "acquired")
 		s := e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout}).NewSemaphore("k", permits)
 		requireAvailable(t, s, 0, "the child holds every permit")
 
-		require.NoError(t, c.cmd.Process.Kill())
+		require.NoError(t, c.Cmd.Process.Kill())
 		killed := time.Now()
 		h, err := s.TryAcquire(bg, permits, 5*timeout)
 		require.NoError(t, err)
@@ -502,15 +504,15 @@ func TestKinds_killedQueuedWaiter(t *testing.T) {
 		name string
 		// run makes the child's waiter head the line with a live waiter behind it, kills the
 		// child, lets the live waiter in were the dead one gone, and measures its delay.
-		run func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *child, deadlines string) kindsKill)
+		run func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *redistest.Child, deadlines string) kindsKill)
 	}{
-		{"fair_rw", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *child, deadlines string) kindsKill) {
+		{"fair_rw", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *redistest.Child, deadlines string) kindsKill) {
 			k := rwKinds[1]
 			m := k.new(e.client(rlock.Options{Wait: wait, FairWaitTimeout: fairWait}), "q")
 			w0, err := m.Lock(bg)
 			require.NoError(t, err)
-			c := startChild(t, "kinds-rwwait", kindsChildEnv(e, "q", wait, "KIND=fair", "MODE=w", "FAIRWAIT="+fairWait.String())...)
-			c.expect(t, "waiting")
+			c := redistest.StartChild(t, "kinds-rwwait", kindsChildEnv(e, "q", wait, "KIND=fair", "MODE=w", "FAIRWAIT="+fairWait.String())...)
+			c.Expect(t, "waiting")
 			e.awaitRWWaiters(k, "q", 1)
 			behind := goAcquire(func() (context.Context, error) { return m.RLock(bg) })
 			e.awaitRWWaiters(k, "q", 2)
@@ -520,13 +522,13 @@ func TestKinds_killedQueuedWaiter(t *testing.T) {
 			h := kindsMeasureQueued(t, "fair_rw", wait, behind, killed, fairWait)
 			require.NoError(t, m.RUnlock(h))
 		}},
-		{"plain_rw", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *child, deadlines string) kindsKill) {
+		{"plain_rw", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *redistest.Child, deadlines string) kindsKill) {
 			k := rwKinds[0]
 			m := k.new(e.client(rlock.Options{Wait: wait, FairWaitTimeout: fairWait}), "q")
 			r0, err := m.RLock(bg)
 			require.NoError(t, err)
-			c := startChild(t, "kinds-rwwait", kindsChildEnv(e, "q", wait, "KIND=plain", "MODE=w", "FAIRWAIT="+fairWait.String())...)
-			c.expect(t, "waiting")
+			c := redistest.StartChild(t, "kinds-rwwait", kindsChildEnv(e, "q", wait, "KIND=plain", "MODE=w", "FAIRWAIT="+fairWait.String())...)
+			c.Expect(t, "waiting")
 			e.awaitRWWaiters(k, "q", 1)
 			behind := goAcquire(func() (context.Context, error) { return m.RLock(bg) })
 			requireNone(t, fairWait/3+100*time.Millisecond, "the waiter behind", behind)
@@ -535,14 +537,14 @@ func TestKinds_killedQueuedWaiter(t *testing.T) {
 			require.NoError(t, m.RUnlock(h))
 			require.NoError(t, m.RUnlock(r0))
 		}},
-		{"semaphore", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *child, deadlines string) kindsKill) {
+		{"semaphore", func(t *testing.T, e *env, wait rlock.WaitStrategy, kill func(c *redistest.Child, deadlines string) kindsKill) {
 			s := e.client(rlock.Options{Wait: wait, FairWaitTimeout: fairWait}).NewSemaphore("q", 2)
 			h1, err := s.Acquire(bg, 1)
 			require.NoError(t, err)
 			h2, err := s.Acquire(bg, 1)
 			require.NoError(t, err)
-			c := startChild(t, "kinds-semwait", kindsChildEnv(e, "q", wait, "PERMITS=2", "N=2", "FAIRWAIT="+fairWait.String())...)
-			c.expect(t, "waiting")
+			c := redistest.StartChild(t, "kinds-semwait", kindsChildEnv(e, "q", wait, "PERMITS=2", "N=2", "FAIRWAIT="+fairWait.String())...)
+			c.Expect(t, "waiting")
 			e.awaitSemQueue("q", 1)
 			behind := goAcquire(func() (context.Context, error) { return s.Acquire(bg, 1) })
 			e.awaitSemQueue("q", 2)
@@ -558,10 +560,10 @@ func TestKinds_killedQueuedWaiter(t *testing.T) {
 			t.Parallel()
 			strategiesInParallel(t, func(t *testing.T, wait rlock.WaitStrategy) {
 				e := newEnv(t)
-				tc.run(t, e, wait, func(c *child, deadlines string) kindsKill {
+				tc.run(t, e, wait, func(c *redistest.Child, deadlines string) kindsKill {
 					// The dead waiter's entry is the one that ends first: the live one behind it
 					// polled last.
-					require.NoError(t, c.cmd.Process.Kill())
+					require.NoError(t, c.Cmd.Process.Kill())
 					k := kindsKill{at: time.Now()}
 					k.entryEnd = e.firstDeadline(deadlines)
 					return k
@@ -579,13 +581,13 @@ type kindsKill struct {
 
 // firstDeadline returns, in local time, the earliest deadline (server ms) in the sorted set key.
 func (e *env) firstDeadline(key string) time.Time {
-	e.t.Helper()
-	first, err := e.do("ZRANGE", key, "0", "0", "WITHSCORES").AsZScores()
-	require.NoError(e.t, err)
-	require.Len(e.t, first, 1, "an entry in %s", key)
+	e.T.Helper()
+	first, err := e.Do("ZRANGE", key, "0", "0", "WITHSCORES").AsZScores()
+	require.NoError(e.T, err)
+	require.Len(e.T, first, 1, "an entry in %s", key)
 	ms := int64(first[0].Score)
-	clock, err := e.do("TIME").AsStrSlice()
-	require.NoError(e.t, err)
+	clock, err := e.Do("TIME").AsStrSlice()
+	require.NoError(e.T, err)
 	now := time.Now()
 	sec, _ := strconv.ParseInt(clock[0], 10, 64)
 	usec, _ := strconv.ParseInt(clock[1], 10, 64)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +50,7 @@ func TestKinds_mixedKindsOnOneName(t *testing.T) {
 				name := "mix-" + family[held.name] + "-" + family[other.name]
 				h, err := held.acquire(name)
 				require.NoError(t, err)
-				before := e.do("HGETALL", e.prefix+":{"+name+"}")
+				before := e.Do("HGETALL", e.Prefix+":{"+name+"}")
 				_, err = other.acquire(name)
 				require.ErrorIs(t, err, rlock.ErrInvalid)
 				require.ErrorContains(t, err, "another kind")
@@ -58,7 +59,7 @@ func TestKinds_mixedKindsOnOneName(t *testing.T) {
 				if err := other.release(name, h); !errors.Is(err, rlock.ErrNotHeld) {
 					require.ErrorIs(t, err, rlock.ErrInvalid)
 				}
-				after := e.do("HGETALL", e.prefix+":{"+name+"}")
+				after := e.Do("HGETALL", e.Prefix+":{"+name+"}")
 				bm, _ := before.AsStrMap()
 				am, _ := after.AsStrMap()
 				require.Equal(t, bm, am, "the other kind changed nothing")
@@ -88,7 +89,7 @@ func TestSemaphore_ForceRelease(t *testing.T) {
 			got <- w
 		}()
 		require.Eventually(t, func() bool {
-			n, err := e.do("LLEN", e.prefix+":{s}:queue").AsInt64()
+			n, err := e.Do("LLEN", e.Prefix+":{s}:queue").AsInt64()
 			return err == nil && n == 1
 		}, 3*time.Second, time.Millisecond, "the waiter queued")
 		start := time.Now()
@@ -127,7 +128,7 @@ type slowForce struct {
 func newSlowForce(rc rueidis.Client) slowForce {
 	s := slowForce{Client: rc, shas: map[string]bool{}}
 	for _, f := range []string{"forceunlock.lua", "rw_forceunlock.lua", "sem_forcerelease.lua"} {
-		for _, src := range []string{rlock.ScriptSource(f), rlock.ShardedScriptSource(f)} {
+		for _, src := range []string{wire.Source(f), wire.ShardedSource(f)} {
 			s.shas[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = true
 		}
 	}
@@ -175,7 +176,7 @@ func TestForceUnlock_ownWaiterKeepsItsNewHold(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			other := e.client(rlock.Options{})
-			c, err := rlock.New(newSlowForce(e.rueidis()), rlock.Options{KeyPrefix: e.prefix})
+			c, err := rlock.New(newSlowForce(e.Rueidis()), rlock.Options{KeyPrefix: e.Prefix})
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, c.Close()) })
 
@@ -187,7 +188,7 @@ func TestForceUnlock_ownWaiterKeepsItsNewHold(t *testing.T) {
 				assert.NoError(t, err)
 				got <- w
 			}()
-			require.Eventually(t, func() bool { return len(e.channels()) == 1 }, 3*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, 3*time.Second, time.Millisecond,
 				"the waiter subscribed")
 			ok, err := k.force(c)
 			require.NoError(t, err)

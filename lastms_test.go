@@ -35,7 +35,7 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		p := e.newProxy()
-		key := e.lockKey("m")
+		key := e.LockKey("m")
 		match := matchScript("fair_acquire.lua", key)
 		moves := scriptTimeMoves(t, e)
 		// pin makes the key expire at the end of the server's current millisecond. pinLastMs
@@ -44,15 +44,15 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 		// later: fewer polls land in the last millisecond, but those that do count the same.
 		pin := func(us int64) error {
 			if moves {
-				return e.admin().Do(context.Background(), e.admin().B().Eval().Script(pinLastMs).Numkeys(1).Key(key).Arg(strconv.FormatInt(us, 10)).Build()).Error()
+				return e.Admin().Do(context.Background(), e.Admin().B().Eval().Script(pinLastMs).Numkeys(1).Key(key).Arg(strconv.FormatInt(us, 10)).Build()).Error()
 			}
-			now, err := e.do("TIME").AsStrSlice()
+			now, err := e.Do("TIME").AsStrSlice()
 			if err != nil {
 				return err
 			}
 			sec, _ := strconv.ParseInt(now[0], 10, 64)
 			usec, _ := strconv.ParseInt(now[1], 10, 64)
-			return e.do("PEXPIREAT", key, strconv.FormatInt(sec*1000+usec/1000+1, 10)).Error()
+			return e.Do("PEXPIREAT", key, strconv.FormatInt(sec*1000+usec/1000+1, 10)).Error()
 		}
 		var armed atomic.Bool
 		var offset atomic.Int64 // µs into the pinned millisecond at which the poll is let in
@@ -62,7 +62,7 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 			}
 			// Hold the poll until the release has granted the lock, then pin its last ms.
 			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-				g, _ := e.do("HGET", key, wire.FieldGrant).ToString()
+				g, _ := e.Do("HGET", key, wire.FieldGrant).ToString()
 				if g != "" {
 					armed.Store(false)
 					assert.NoError(t, pin(offset.Load()))
@@ -108,7 +108,7 @@ func TestHandoff_grantInLastMillisecond(t *testing.T) {
 			armed.Store(false)
 			require.NotNil(t, vh)
 			time.Sleep(5 * time.Millisecond) // past any grant's claim of a few ms
-			n, err := e.do("EXISTS", key).AsInt64()
+			n, err := e.Do("EXISTS", key).AsInt64()
 			require.NoError(t, err)
 			if n == 0 {
 				// The poll ran in the grant's last millisecond: the key is gone now, so the hold
@@ -142,7 +142,7 @@ func scriptTimeMoves(t *testing.T, e *env) bool {
 	t.Helper()
 	const probe = `local a = redis.call('TIME') for i = 1, 2000000 do end local b = redis.call('TIME')
 return (b[1] - a[1]) * 1000000 + (b[2] - a[2])`
-	d, err := e.admin().Do(context.Background(), e.admin().B().Eval().Script(probe).Numkeys(0).Build()).AsInt64()
+	d, err := e.Admin().Do(context.Background(), e.Admin().B().Eval().Script(probe).Numkeys(0).Build()).AsInt64()
 	require.NoError(t, err)
 	return d > 0
 }

@@ -226,7 +226,7 @@ func TestMutex_watchdogKeepsLockPastTimeout(t *testing.T) {
 
 		// Nothing is renewed after Unlock: the key stays gone across several renewal periods.
 		time.Sleep(timeout)
-		assert.Empty(t, e.keys())
+		assert.Empty(t, e.Keys())
 	})
 }
 
@@ -366,9 +366,9 @@ func TestMutex_waitEndsLeaveNothing(t *testing.T) {
 		_, err = m.Lock(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 
-		require.Eventually(t, func() bool { return len(e.channels()) == 0 }, time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, time.Second, 5*time.Millisecond,
 			"the subscription is dropped when the last waiter leaves")
-		assert.Equal(t, []string{e.prefix + ":{busy}"}, e.keys(), "only the held lock exists")
+		assert.Equal(t, []string{e.Prefix + ":{busy}"}, e.Keys(), "only the held lock exists")
 		require.NoError(t, m.Unlock(h))
 	})
 }
@@ -395,8 +395,8 @@ func TestMutex_pubsubSharesOneSubscription(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, 5*time.Millisecond)
-	assert.EqualValues(t, 1, e.numsub(e.prefix+":{shared}:ch"), "one subscription for all local waiters")
+	require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, 5*time.Millisecond)
+	assert.EqualValues(t, 1, e.Numsub(e.Prefix+":{shared}:ch"), "one subscription for all local waiters")
 
 	require.NoError(t, m.Unlock(h))
 	wg.Wait()
@@ -444,14 +444,14 @@ func TestMutex_fencingTokens(t *testing.T) {
 		_, ok = m.Token(bg)
 		assert.False(t, ok)
 		require.NoError(t, plain.Unlock(h))
-		assert.Equal(t, []string{e.prefix + ":{fenced}:fence"}, e.keys(), "only the counter remains")
+		assert.Equal(t, []string{e.Prefix + ":{fenced}:fence"}, e.Keys(), "only the counter remains")
 	})
 }
 
 func TestClient_Close(t *testing.T) {
 	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		e.dirty = true // the held lock expires by itself
+		e.Dirty = true // the held lock expires by itself
 		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})
 		m := newMutex(c, "close")
 		h, err := m.Lock(bg)
@@ -492,7 +492,7 @@ func TestClient_Close(t *testing.T) {
 		locked, err := newMutex(e.client(rlock.Options{}), "close").IsLocked(bg)
 		require.NoError(t, err)
 		assert.True(t, locked, "Close does not release held locks")
-		assert.Empty(t, e.channels(), "Close drops the subscriptions")
+		assert.Empty(t, e.Channels(), "Close drops the subscriptions")
 	})
 }
 
@@ -513,7 +513,7 @@ func TestBadInput(t *testing.T) {
 		{rlock.Options{KeyPrefix: "a{b"}, "KeyPrefix"},
 		{rlock.Options{Wait: rlock.Spin(0)}, "Spin interval"},
 	} {
-		_, err := rlock.New(e.admin(), tc.opts)
+		_, err := rlock.New(e.Admin(), tc.opts)
 		assert.ErrorIs(t, err, rlock.ErrInvalid, tc.msg)
 		assert.ErrorContains(t, err, tc.msg)
 	}
@@ -574,12 +574,12 @@ func TestBadInput(t *testing.T) {
 	//lint:ignore SA1012 a nil context is the bad input under test
 	_, err = ok.Lock(nil) //nolint:staticcheck
 	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	assert.Empty(t, e.keys(), "failed validation writes nothing")
+	assert.Empty(t, e.Keys(), "failed validation writes nothing")
 
 	t.Run("wrong key type", func(t *testing.T) {
-		key := e.prefix + ":{str}"
-		require.NoError(t, e.do("SET", key, "not a lock").Error())
-		t.Cleanup(func() { e.do("DEL", key) })
+		key := e.Prefix + ":{str}"
+		require.NoError(t, e.Do("SET", key, "not a lock").Error())
+		t.Cleanup(func() { e.Do("DEL", key) })
 		m := c.NewMutex("str")
 		calls := map[string]error{}
 		_, calls["Lock"] = m.TryLock(bg, 100*time.Millisecond)
@@ -591,10 +591,10 @@ func TestBadInput(t *testing.T) {
 			assert.ErrorIs(t, err, rlock.ErrInvalid, call)
 			assert.ErrorContains(t, err, "not a lock", call)
 		}
-		v, err := e.do("GET", key).ToString()
+		v, err := e.Do("GET", key).ToString()
 		require.NoError(t, err)
 		assert.Equal(t, "not a lock", v, "the foreign key is untouched")
-		assert.Equal(t, []string{key}, e.keys())
+		assert.Equal(t, []string{key}, e.Keys())
 	})
 }
 
@@ -652,7 +652,7 @@ func TestMutex_pubsubNoBarging(t *testing.T) {
 					time.Sleep(time.Millisecond)
 					assert.NoError(t, waiter.Unlock(w))
 				}()
-				require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, time.Millisecond)
 				time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
 				require.NoError(t, holder.Unlock(h))
 				h, err = holder.Lock(bg) // at once, with a fresh owner
@@ -716,7 +716,7 @@ func TestMutex_joinerSleepsAtMostTheLease(t *testing.T) {
 		_, err := first.Lock(bg)
 		firstDone <- err
 	}()
-	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
 	h, err := c.NewMutex("join").TryLock(bg, 3*time.Second) // joins the first waiter
@@ -752,7 +752,7 @@ func TestClient_concurrentClose(t *testing.T) {
 		_, err := m.Lock(bg)
 		waiting <- err
 	}()
-	require.Eventually(t, func() bool { return len(e.channels()) == 1 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, time.Millisecond)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range 4 {
@@ -771,5 +771,5 @@ func TestClient_concurrentClose(t *testing.T) {
 	close(start)
 	wg.Wait()
 	assert.ErrorIs(t, <-waiting, rlock.ErrClosed)
-	e.dirty = true // the locks expire with their lease
+	e.Dirty = true // the locks expire with their lease
 }

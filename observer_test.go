@@ -139,8 +139,8 @@ func (s *ctxSpy) take() []any {
 func observed(t *testing.T, e *env, opts rlock.Options) (*rlock.Client, *recorder, *ctxSpy) {
 	t.Helper()
 	rec := &recorder{t: t}
-	spy := &ctxSpy{Client: e.rueidis()}
-	opts.KeyPrefix, opts.Observer = e.prefix, rec
+	spy := &ctxSpy{Client: e.Rueidis()}
+	opts.KeyPrefix, opts.Observer = e.Prefix, rec
 	c, err := rlock.New(spy, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
@@ -426,7 +426,7 @@ func TestObserver_holdEnds(t *testing.T) {
 	for k, n := range starts {
 		assert.Equal(t, 1, n, k)
 	}
-	e.dirty = true // the closed client's locks expire by themselves
+	e.Dirty = true // the closed client's locks expire by themselves
 }
 
 // TestObserver_renewalFailed loses a renewal's request with its connection (the fault proxy):
@@ -439,7 +439,7 @@ func TestObserver_renewalFailed(t *testing.T) {
 	m := c.NewMutex("renewal")
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
-	p.DropRequest(matchScript("renew.lua", e.lockKey("renewal")))
+	p.DropRequest(matchScript("renew.lua", e.LockKey("renewal")))
 	require.Eventually(t, func() bool { return len(rec.events(rlock.EventRenewalFailed)) > 0 },
 		timeout, time.Millisecond)
 	ev := rec.events(rlock.EventRenewalFailed)[0]
@@ -459,8 +459,8 @@ func TestObserver_mayCallIntoRlock(t *testing.T) {
 	e := newEnv(t)
 	rec := &recorder{t: t}
 	calls := &callingObserver{recorder: rec}
-	opts := rlock.Options{KeyPrefix: e.prefix, Observer: calls, WatchdogTimeout: 300 * time.Millisecond}
-	c, err := rlock.New(e.rueidis(), opts)
+	opts := rlock.Options{KeyPrefix: e.Prefix, Observer: calls, WatchdogTimeout: 300 * time.Millisecond}
+	c, err := rlock.New(e.Rueidis(), opts)
 	require.NoError(t, err)
 	calls.side = c.NewMutex("side")
 	calls.main = c.NewMutex("main")
@@ -504,7 +504,7 @@ func TestObserver_mayCallIntoRlock(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []rlock.Outcome{rlock.OutcomeReleased, rlock.OutcomeLost, rlock.OutcomeLost, rlock.OutcomeClosed}, mainEnds)
-	e.dirty = true // the last hold expires by itself
+	e.Dirty = true // the last hold expires by itself
 }
 
 // callingObserver calls into rlock from every method about lock "main".

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // pausedHoldKinds are the holds TestHold_pausedHolderSeesEndAtOnce takes, one per kind and mode.
@@ -136,7 +138,7 @@ func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
 		t.Run(lease, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			env := []string{"PREFIX=" + e.prefix, "LOCK=p"}
+			env := []string{"PREFIX=" + e.Prefix, "LOCK=p"}
 			want := context.Canceled
 			if lease == "fixed" {
 				env = append(env, "LEASE=500ms")
@@ -147,16 +149,16 @@ func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
 			// One P: the library's timers run only when the probe yields, never alongside it.
 			env = append(env, "GOMAXPROCS=1")
 			for try := 0; ; try++ {
-				c := startChild(t, "pauseprobe", env...)
-				c.expect(t, "locked")
+				c := redistest.StartChild(t, "pauseprobe", env...)
+				c.Expect(t, "locked")
 				time.Sleep(100 * time.Millisecond)
-				require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+				require.NoError(t, c.Cmd.Process.Signal(syscall.SIGSTOP))
 				time.Sleep(3 * time.Second)
-				require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+				require.NoError(t, c.Cmd.Process.Signal(syscall.SIGCONT))
 				ambiguous := false
 				for _, kind := range pausedHoldKinds {
-					require.True(t, c.out.Scan(), "the child ended without a report")
-					line := c.out.Text()
+					require.True(t, c.Out.Scan(), "the child ended without a report")
+					line := c.Out.Text()
 					if line == "ambiguous" {
 						ambiguous = true // stopped during this very check
 						continue
@@ -166,11 +168,11 @@ func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
 				}
 				if ambiguous && try < 5 {
 					t.Logf("try %d: the process was stopped during a check; again", try)
-					c.wait(t)
+					c.Wait(t)
 					continue
 				}
 				require.False(t, ambiguous, "stopped during a check 6 times")
-				c.wait(t)
+				c.Wait(t)
 				break
 			}
 		})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,65 +14,16 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
-
-// child is a re-executed test binary running one helper.
-type child struct {
-	cmd *exec.Cmd
-	out *bufio.Scanner
-	in  io.WriteCloser
-}
-
-// startChild runs helper name in a new process of this test binary with env added; it
-// inherits the parent's environment, and with it the deployment.
-func startChild(t *testing.T, name string, env ...string) *child {
-	t.Helper()
-	needsRedis(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	// A race-enabled binary sleeps 1s before it exits unless told not to.
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + name, "REDIS_ADDR=" + redisAddr, "GORACE=" + gorace}, env...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return &child{cmd: cmd, out: bufio.NewScanner(out), in: in}
-}
-
-// expect reads the child's next output line and requires it to be want.
-func (c *child) expect(t *testing.T, want string) {
-	t.Helper()
-	require.True(t, c.out.Scan(), "child ended before printing %q: %v", want, c.out.Err())
-	require.Equal(t, want, c.out.Text())
-}
-
-// wait requires the child to exit with status 0.
-func (c *child) wait(t *testing.T) {
-	t.Helper()
-	for c.out.Scan() {
-		t.Logf("child: %s", c.out.Text())
-	}
-	require.NoError(t, c.cmd.Wait())
-}
 
 // runHelper is main() of a child process: it runs the helper named by RLOCK_TEST_HELPER and
 // returns the exit status.
 func runHelper(name string) int {
-	if name == "chaos" {
-		return runChaosChild()
-	}
-	if name == "chaos-pause" {
-		return runChaosPauseChild()
-	}
 	if name == "pauseprobe" {
 		return runPauseProbe()
 	}
@@ -107,10 +57,10 @@ func runHelper(name string) int {
 }
 
 // helperClients opens a helper process's rueidis and rlock clients, as its environment says:
-// the parent's deployment (rlock.TopologyEnv), PREFIX, WAIT (spin or pubsub), WATCHDOG and
+// the parent's deployment (redistest.TopologyEnv), PREFIX, WAIT (spin or pubsub), WATCHDOG and
 // FAIRWAIT (durations).
 func helperClients() (rueidis.Client, *rlock.Client, error) {
-	d, err := rlock.DeploymentFromEnv()
+	d, err := redistest.DeploymentFromEnv()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -244,20 +194,20 @@ func TestMutex_exclusionAcrossProcesses(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const procs, iters = 4, 40
-		children := make([]*child, procs)
+		children := make([]*redistest.Child, procs)
 		for i := range children {
-			children[i] = startChild(t, "counter", "PREFIX="+e.prefix, "LOCK=shared", "ITERS="+strconv.Itoa(iters), "WAIT="+wait.String()[:4])
+			children[i] = redistest.StartChild(t, "counter", "PREFIX="+e.Prefix, "LOCK=shared", "ITERS="+strconv.Itoa(iters), "WAIT="+wait.String()[:4])
 		}
 		for _, c := range children {
-			c.expect(t, "ready")
+			c.Expect(t, "ready")
 		}
 		for _, c := range children {
-			c.wait(t)
+			c.Wait(t)
 		}
-		n, err := e.do("GET", e.prefix+":counter").AsInt64()
+		n, err := e.Do("GET", e.Prefix+":counter").AsInt64()
 		require.NoError(t, err)
 		assert.EqualValues(t, procs*iters, n, "no lost update: the processes excluded each other")
-		e.do("DEL", e.prefix+":counter")
+		e.Do("DEL", e.Prefix+":counter")
 	})
 }
 
@@ -274,10 +224,10 @@ func testCrossProcessReentrancy(t *testing.T, waiters string) {
 	h, err := m.Lock(rlock.WithOwner(bg, owner))
 	require.NoError(t, err)
 
-	c := startChild(t, "reenter", "PREFIX="+e.prefix, "LOCK=xre", "OWNER="+owner, "WAITERS="+waiters)
-	c.expect(t, "holds 2")
-	c.expect(t, "holds 1")
-	c.wait(t)
+	c := redistest.StartChild(t, "reenter", "PREFIX="+e.Prefix, "LOCK=xre", "OWNER="+owner, "WAITERS="+waiters)
+	c.Expect(t, "holds 2")
+	c.Expect(t, "holds 1")
+	c.Wait(t)
 
 	n, err := m.HoldCount(h)
 	require.NoError(t, err)
@@ -291,9 +241,9 @@ func TestMutex_killedHolderProcess(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const timeout = time.Second
-		c := startChild(t, "hold", "PREFIX="+e.prefix, "LOCK=k", "WATCHDOG="+timeout.String())
-		c.expect(t, "locked")
-		require.NoError(t, c.cmd.Process.Kill())
+		c := redistest.StartChild(t, "hold", "PREFIX="+e.Prefix, "LOCK=k", "WATCHDOG="+timeout.String())
+		c.Expect(t, "locked")
+		require.NoError(t, c.Cmd.Process.Kill())
 
 		m := e.client(rlock.Options{Wait: wait}).NewMutex("k")
 		start := time.Now()
@@ -310,19 +260,19 @@ func TestMutex_killedHolderProcess(t *testing.T) {
 func TestMutex_pausedHolderLearnsOfLoss(t *testing.T) {
 	e := newEnv(t)
 	const timeout = 600 * time.Millisecond
-	c := startChild(t, "pause", "PREFIX="+e.prefix, "LOCK=p", "WATCHDOG="+timeout.String())
-	c.expect(t, "locked")
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	c := redistest.StartChild(t, "pause", "PREFIX="+e.Prefix, "LOCK=p", "WATCHDOG="+timeout.String())
+	c.Expect(t, "locked")
+	require.NoError(t, c.Cmd.Process.Signal(syscall.SIGSTOP))
 
 	m := e.client(rlock.Options{}).NewMutex("p")
 	h, err := m.TryLock(bg, 3*timeout)
 	require.NoError(t, err)
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
-	_, err = io.WriteString(c.in, "go\n")
+	require.NoError(t, c.Cmd.Process.Signal(syscall.SIGCONT))
+	_, err = io.WriteString(c.In, "go\n")
 	require.NoError(t, err)
-	c.expect(t, "cause "+rlock.ErrLockLost.Error())
-	c.expect(t, "unlock mutex \"p\": "+rlock.ErrLockLost.Error())
-	c.wait(t)
+	c.Expect(t, "cause "+rlock.ErrLockLost.Error())
+	c.Expect(t, "unlock mutex \"p\": "+rlock.ErrLockLost.Error())
+	c.Wait(t)
 
 	n, err := m.HoldCount(h)
 	require.NoError(t, err)

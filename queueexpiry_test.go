@@ -95,7 +95,7 @@ func TestQueue_shortTimeoutDoesNotExpireLongerPlaces(t *testing.T) {
 				sw := e.through(p).client(short).NewRWMutex("w")
 				ctx := context.Background()
 				writers := func() int64 {
-					n, err := e.do("ZCARD", e.lockKey("w")+":writers").AsInt64()
+					n, err := e.Do("ZCARD", e.LockKey("w")+":writers").AsInt64()
 					require.NoError(t, err)
 					return n
 				}

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // acquireScript is the acquire script of each kind, for matchScript.
@@ -20,7 +22,7 @@ func acquireScript(kind string) string {
 
 // holdCount reads owner's hold count on the lock called name straight from Redis.
 func (e *env) holdCount(name, owner string) int64 {
-	n, err := e.do("HGET", e.lockKey(name), owner).AsInt64()
+	n, err := e.Do("HGET", e.LockKey(name), owner).AsInt64()
 	if err != nil {
 		return 0
 	}
@@ -41,7 +43,7 @@ func TestReplay_reentryWithLostRequestOrReply(t *testing.T) {
 				require.NoError(t, err)
 				owner, _ := rlock.Owner(outer)
 
-				match := matchScript(acquireScript(k.name), e.lockKey("re"))
+				match := matchScript(acquireScript(k.name), e.LockKey("re"))
 				if fault == "request" {
 					p.DropRequest(match)
 				} else {
@@ -70,11 +72,11 @@ func TestReplay_noPhantomHoldAfterLostReply(t *testing.T) {
 			e := newEnv(t)
 			p := e.newProxy()
 			m := k.new(e.through(p).client(rlock.Options{}), "ph")
-			p.DropReply(matchScript(acquireScript(k.name), e.lockKey("ph")))
+			p.DropReply(matchScript(acquireScript(k.name), e.LockKey("ph")))
 			_, err := m.TryLock(bg, 0)
 			require.ErrorIs(t, err, rlock.ErrNotObtained, "the reply was lost: not obtained, and the hold it took given back")
 			require.EqualValues(t, 1, p.Fired())
-			assert.Empty(t, e.keys(), "the hold the lost reply took was given back")
+			assert.Empty(t, e.Keys(), "the hold the lost reply took was given back")
 		})
 		t.Run(k.name+"/context ends after the lost reply", func(t *testing.T) {
 			e := newEnv(t)
@@ -83,11 +85,11 @@ func TestReplay_noPhantomHoldAfterLostReply(t *testing.T) {
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
 			// cancel as the fault fires, before the client can learn of it
-			p.DropReply(thenCall(matchScript(acquireScript(k.name), e.lockKey("ph")), cancel))
+			p.DropReply(redistest.ThenCall(matchScript(acquireScript(k.name), e.LockKey("ph")), cancel))
 			_, err := m.Lock(ctx)
 			require.ErrorIs(t, err, context.Canceled)
 			require.EqualValues(t, 1, p.Fired())
-			assert.Empty(t, e.keys(), "the hold the lost reply took was given back")
+			assert.Empty(t, e.Keys(), "the hold the lost reply took was given back")
 		})
 	}
 }
@@ -102,9 +104,9 @@ func TestReplay_lostReleaseReplyThenOutage(t *testing.T) {
 	h, err := m.Lock(bg)
 	require.NoError(t, err)
 
-	p.DropReplyThenOutage(matchScript("release.lua", e.lockKey("rel")), 3500*time.Millisecond)
+	p.DropReplyThenOutage(matchScript("release.lua", e.LockKey("rel")), 3500*time.Millisecond)
 	require.Error(t, m.Unlock(h), "every retry failed in the outage")
-	assert.Empty(t, e.keys(), "the release had run")
+	assert.Empty(t, e.Keys(), "the release had run")
 	locked, err := m.IsLocked(rlock.WithOwner(bg, "x"))
 	require.NoError(t, err)
 	assert.False(t, locked, "the release had run")
@@ -133,7 +135,7 @@ func TestReplay_sharedOwnerDoesNotReleaseTwice(t *testing.T) {
 	}
 	// a's release runs, its reply is lost, and its retries wait out an outage; meanwhile b
 	// releases one hold.
-	p.DropReplyThenOutage(matchScript("release.lua", e.lockKey("sh")), 300*time.Millisecond)
+	p.DropReplyThenOutage(matchScript("release.lua", e.LockKey("sh")), 300*time.Millisecond)
 	done := make(chan error, 1)
 	go func() { done <- a.Unlock(holds[2]) }()
 	require.Eventually(t, func() bool { return p.Fired() == 1 && e.holdCount("sh", "shared-owner") == 2 },

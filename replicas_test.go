@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // TestSyncReplicas: with Options.SyncReplicas a new hold of every kind counts only once that
@@ -62,7 +64,7 @@ func TestSyncReplicas(t *testing.T) {
 
 			_, err = k.acquire(client(len(pids)+1, 50*time.Millisecond), ctx)
 			require.ErrorIs(t, err, rlock.ErrNotReplicated, "%d replicas asked, %d exist", len(pids)+1, len(pids))
-			require.Empty(t, e.keys(), "the hold was given back")
+			require.Empty(t, e.Keys(), "the hold was given back")
 
 			for _, pid := range pids {
 				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
@@ -75,12 +77,12 @@ func TestSyncReplicas(t *testing.T) {
 			}
 			require.ErrorIs(t, err, rlock.ErrNotReplicated, "the replicas are stopped")
 			require.GreaterOrEqual(t, took, 200*time.Millisecond, "waited SyncTimeout")
-			require.Empty(t, e.keys(), "the hold was given back")
+			require.Empty(t, e.Keys(), "the hold was given back")
 		})
 	}
-	_, err := rlock.New(e.admin(), rlock.Options{SyncReplicas: -1})
+	_, err := rlock.New(e.Admin(), rlock.Options{SyncReplicas: -1})
 	require.ErrorIs(t, err, rlock.ErrInvalid)
-	_, err = rlock.New(e.admin(), rlock.Options{SyncTimeout: -time.Second})
+	_, err = rlock.New(e.Admin(), rlock.Options{SyncTimeout: -time.Second})
 	require.ErrorIs(t, err, rlock.ErrInvalid)
 }
 
@@ -91,47 +93,47 @@ func TestSyncReplicas(t *testing.T) {
 // on a cluster or Sentinel, the replicas of each lock's master (the test stops them: it needs
 // a throwaway deployment).
 func withReplicas(t *testing.T) (*env, func(name string) []int) {
-	needsRedis(t)
-	if suite.Topology == "standalone" {
+	redistest.NeedsRedis(t)
+	if redistest.Suite().Topology == "standalone" {
 		return ownReplica(t)
 	}
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	e := newEnv(t)
 	return e, func(name string) []int {
 		var pids []int
-		for _, r := range e.replicas(e.master(name)) {
-			pids = append(pids, r.pid(t))
+		for _, r := range e.ReplicasOf(e.Master(name)) {
+			pids = append(pids, r.PID(t))
 		}
 		return pids
 	}
 }
 
 func ownReplica(t *testing.T) (*env, func(string) []int) {
-	needsRedis(t)
-	primary, err := startRedis("")
+	redistest.NeedsRedis(t)
+	primary, err := redistest.StartServer(redistest.ServerOptions{})
 	require.NoError(t, err)
-	t.Cleanup(primary.stop)
-	replica, err := startRedis("")
+	t.Cleanup(primary.Stop)
+	replica, err := redistest.StartServer(redistest.ServerOptions{})
 	require.NoError(t, err)
-	t.Cleanup(replica.stop)
-	e := newEnvAt(t, primary.addr)
-	rrc := newRueidis(t, replica.addr)
+	t.Cleanup(replica.Stop)
+	e := newEnvAt(t, primary.Addr)
+	rrc := redistest.NewRueidis(t, replica.Addr)
 	ctx := context.Background()
-	admin := e.admin()
-	require.NoError(t, e.do("CONFIG", "SET", "repl-diskless-sync-delay", "0").Error())
-	require.NoError(t, rrc.Do(ctx, rrc.B().Replicaof().Host("127.0.0.1").Port(mustAtoi(t, primary.port)).Build()).Error())
+	admin := e.Admin()
+	require.NoError(t, e.Do("CONFIG", "SET", "repl-diskless-sync-delay", "0").Error())
+	require.NoError(t, rrc.Do(ctx, rrc.B().Replicaof().Host("127.0.0.1").Port(mustAtoi(t, primary.Port)).Build()).Error())
 	require.Eventually(t, func() bool {
 		info, err := admin.Do(ctx, admin.B().Info().Section("replication").Build()).ToString()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	}, 10*time.Second, 10*time.Millisecond, "the replica did not sync")
 	require.Eventually(t, func() bool { // online, and loaded: it acknowledges writes
-		r := admin.DoMulti(ctx, admin.B().Set().Key(e.prefix+"-probe").Value("1").Build(),
+		r := admin.DoMulti(ctx, admin.B().Set().Key(e.Prefix+"-probe").Value("1").Build(),
 			admin.B().Wait().Numreplicas(1).Timeout(100).Build())
 		n, err := r[1].AsInt64()
 		return err == nil && n == 1
 	}, 10*time.Second, 10*time.Millisecond, "the replica does not acknowledge writes")
-	require.NoError(t, e.do("DEL", e.prefix+"-probe").Error())
-	return e, func(string) []int { return []int{replica.cmd.Process.Pid} }
+	require.NoError(t, e.Do("DEL", e.Prefix+"-probe").Error())
+	return e, func(string) []int { return []int{replica.PID()} }
 }
 
 func mustAtoi(t *testing.T, s string) int64 {
@@ -165,7 +167,7 @@ func TestSyncReplicas_renewal(t *testing.T) {
 		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			e.dirty = true // holds lost on purpose lapse by themselves
+			e.Dirty = true // holds lost on purpose lapse by themselves
 			h, err := k.take(context.Background())
 			require.NoError(t, err)
 			require.NoError(t, causeOf(h, 2*lease), "renewals acknowledged: the hold lives on")
@@ -215,7 +217,7 @@ func TestSyncReplicas_renewalLossGivesBack(t *testing.T) {
 			require.ErrorIs(t, causeOf(h, 2*lease), rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
 			lost := time.Now()
 			gone := func() bool {
-				n, err := e.do("EXISTS", e.lockKey(k.lock)).AsInt64()
+				n, err := e.Do("EXISTS", e.LockKey(k.lock)).AsInt64()
 				require.NoError(t, err)
 				return n == 0
 			}

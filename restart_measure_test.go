@@ -3,11 +3,11 @@ package rlock_test
 import (
 	"context"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,14 +21,11 @@ import (
 //
 //	RLOCK_RESTART_TRIALS=10 scripts/with-redis.sh go test -count=1 -v -run 'TestRestart_measure' .
 //	RLOCK_RESTART_TRIALS=10 RLOCK_RESTART_GRACE=31s scripts/with-redis.sh go test -count=1 -v -run 'TestRestart_measure' .
-//	RLOCK_RESTART_TRIALS=5 scripts/with-cluster.sh go test -count=1 -v -run 'TestRestart_measureCluster' .
+//	RLOCK_RESTART_TRIALS=5 scripts/with-cluster.sh go test -count=1 -v -run 'TestRestart_measureCluster' ./internal/failover
 
 // restartTrials is the number of trials of the measurements (0: skip them).
 func restartTrials(t *testing.T) (int, time.Duration) {
-	n := foTrials("RLOCK_RESTART_TRIALS", 0)
-	if os.Getenv("RLOCK_RESTART_TRIALS") == "" {
-		t.Skip("a measurement: set RLOCK_RESTART_TRIALS")
-	}
+	n := redistest.Measurement(t, "RLOCK_RESTART_TRIALS")
 	grace, _ := time.ParseDuration(os.Getenv("RLOCK_RESTART_GRACE"))
 	return n, grace
 }
@@ -46,7 +43,7 @@ func restartTrial(t *testing.T, holder, contender *rlock.Client, name string, gr
 	defer cancel()
 	h, err := hm.Lock(lockCtx)
 	require.NoError(t, err)
-	w := foWatchCtx(h)
+	w := redistest.WatchCtx(h)
 	type got struct {
 		h   context.Context
 		at  time.Time
@@ -69,8 +66,8 @@ func restartTrial(t *testing.T, holder, contender *rlock.Client, name string, gr
 	require.NoError(t, g.err)
 	var ended time.Time
 	select {
-	case <-w.done:
-		ended = w.at
+	case <-w.Done:
+		ended = w.At
 	case <-time.After(60 * time.Second):
 		t.Fatal("the holder's context did not end within 60s")
 	}
@@ -87,11 +84,11 @@ func restartTrial(t *testing.T, holder, contender *rlock.Client, name string, gr
 func reportRestarts(t *testing.T, what string, grace time.Duration, rs []restartResult) {
 	var grant, notice, overlap []time.Duration
 	for i, r := range rs {
-		t.Logf("%s trial %d: first grant %v, notice %v, two holders %v", what, i, foMs(r.grant), foMs(r.notice), foMs(r.overlap))
+		t.Logf("%s trial %d: first grant %v, notice %v, two holders %v", what, i, redistest.Ms(r.grant), redistest.Ms(r.notice), redistest.Ms(r.overlap))
 		grant, notice, overlap = append(grant, r.grant), append(notice, r.notice), append(overlap, r.overlap)
 	}
 	t.Logf("%s, RestartGrace %v, from the server answering again: first grant: %s; notice: %s; two-holder window: %s",
-		what, grace, foStats(grant), foStats(notice), foStats(overlap))
+		what, grace, redistest.DurationStats(grant), redistest.DurationStats(notice), redistest.DurationStats(overlap))
 }
 
 // TestRestart_measure kills (kill -9) the lock's server and starts it again without its data
@@ -99,7 +96,7 @@ func reportRestarts(t *testing.T, what string, grace time.Duration, rs []restart
 func TestRestart_measure(t *testing.T) {
 	n, grace := restartTrials(t)
 	e, kill, start := crashable(t, "measure")
-	m := e.master("measure")
+	m := e.Master("measure")
 	holder := e.client(graceOptions(rlock.Options{}, grace))
 	contender := e.client(graceOptions(rlock.Options{}, grace))
 	var rs []restartResult
@@ -107,73 +104,11 @@ func TestRestart_measure(t *testing.T) {
 		rs = append(rs, restartTrial(t, holder, contender, "measure", grace, func() time.Time {
 			kill()
 			start()
-			return answering(t, m, e.lockKey("measure"))
+			return answering(t, m, e.LockKey("measure"))
 		}))
-		e.dep.waitSteady(t, 20*time.Second)
+		e.Dep.WaitSteady(t, 20*time.Second)
 	}
-	reportRestarts(t, e.dep.Topology+" restart", grace, rs)
-}
-
-// TestRestart_measureCluster fails the lock's master over to its in-sync replica, N times each:
-// CLUSTER FAILOVER on the replica (graceful) and kill -9 of the master (the cluster promotes the
-// replica after cluster-node-timeout; the old master is started again). The replica has the
-// hold, so it must survive: the holder (a 10s watchdog lease) must still hold 4s after the
-// replica took over, with the contender still waiting; then it releases and the contender
-// gets the lock.
-func TestRestart_measureCluster(t *testing.T) {
-	n, grace := restartTrials(t)
-	f := foClusterFromEnv(t)
-	for _, how := range []string{"graceful", "kill"} {
-		var took []time.Duration
-		for range n {
-			f.waitHealthy(t, 40*time.Second)
-			prefix := foPrefix()
-			opts := graceOptions(rlock.Options{KeyPrefix: prefix, WatchdogTimeout: 10 * time.Second}, grace)
-			holder, err := rlock.New(f.client(t), opts)
-			require.NoError(t, err)
-			contender, err := rlock.New(f.client(t), opts)
-			require.NoError(t, err)
-			m, r := f.shard(t, prefix+":{measure}")
-			hm, cm := holder.NewMutex("measure"), contender.NewMutex("measure")
-			h, err := hm.Lock(bg)
-			require.NoError(t, err)
-			granted := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(bg, 60*time.Second)
-				defer cancel()
-				ch, err := cm.Lock(ctx)
-				if err == nil {
-					err = cm.Unlock(ch)
-				}
-				granted <- err
-			}()
-			foWaitInSync(t, m, r)
-			start := time.Now()
-			switch how {
-			case "graceful":
-				require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
-			case "kill":
-				foSignal(t, m.pid(t), syscall.SIGKILL)
-			}
-			require.Eventually(t, func() bool { return foRole(r) == "master" }, 30*time.Second, 5*time.Millisecond)
-			took = append(took, time.Since(start))
-			time.Sleep(4 * time.Second) // more than a renewal period
-			require.NoError(t, h.Err(), "%s: the hold did not survive a failover to its in-sync replica", how)
-			select {
-			case err := <-granted:
-				t.Fatalf("%s: the contender got the lock while the holder held it (%v)", how, err)
-			default:
-			}
-			require.NoError(t, hm.Unlock(h))
-			require.NoError(t, <-granted)
-			require.NoError(t, holder.Close())
-			require.NoError(t, contender.Close())
-			if how == "kill" {
-				f.restart(t, m.addr)
-			}
-		}
-		t.Logf("cluster %s: the hold survived %d of %d failovers; promotion took %s", how, n, n, foStats(took))
-	}
+	reportRestarts(t, e.Dep.Topology+" restart", grace, rs)
 }
 
 // graceOptions returns o with RestartGrace d (a file of its own, so that the measurements can

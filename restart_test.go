@@ -17,12 +17,12 @@ import (
 // nameOn returns a lock name starting with base whose key e's deployment keeps on master m (on
 // a cluster, the first of base-0, base-1, ... in one of m's slots; elsewhere base itself).
 func nameOn(e *env, m node, base string) string {
-	if e.dep.Topology != "cluster" {
+	if e.Dep.Topology != "cluster" {
 		return base
 	}
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("%s-%d", base, i)
-		if e.master(name).addr == m.addr {
+		if e.Master(name).Addr == m.Addr {
 			return name
 		}
 	}
@@ -35,14 +35,14 @@ func answering(t *testing.T, n node, key string) time.Time {
 	give := time.Now().Add(30 * time.Second)
 	for time.Now().Before(give) {
 		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
-		err := n.rc.Do(ctx, n.rc.B().Exists().Key(key).Build()).Error()
+		err := n.RC.Do(ctx, n.RC.B().Exists().Key(key).Build()).Error()
 		cancel()
 		if err == nil {
 			return time.Now()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("%s did not serve %s again within 30s", n.addr, key)
+	t.Fatalf("%s did not serve %s again within 30s", n.Addr, key)
 	return time.Time{}
 }
 
@@ -53,7 +53,7 @@ func answering(t *testing.T, n node, key string) time.Time {
 // server is the holds' master, started again before a failover.
 func TestRestart_noticeAtOnce(t *testing.T) {
 	e, kill, start := crashable(t, "notice")
-	m := e.master("notice")
+	m := e.Master("notice")
 	var logs syncBuffer
 	c := e.client(rlock.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	type held struct {
@@ -86,7 +86,7 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the watchers connect
 	kill()
 	start()
-	back := answering(t, m, e.lockKey(nameOn(e, m, "notice-watchdog-mutex")))
+	back := answering(t, m, e.LockKey(nameOn(e, m, "notice-watchdog-mutex")))
 	wg.Wait()
 	for i, h := range holds {
 		require.False(t, ended[i].IsZero(), "%s: the hold context did not end", h.what)
@@ -96,7 +96,7 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 		assert.LessOrEqual(t, took, time.Second, "%s: the hold context ended %v after the server answered again", h.what, took)
 	}
 	t.Logf("server answered at %s; log:\n%s", back.Format("15:04:05.000"), logs.String())
-	e.dep.waitSteady(t, 20*time.Second)
+	e.Dep.WaitSteady(t, 20*time.Second)
 }
 
 // tryHold is TryLock (TryRLock, TryAcquire) of kind (one of pausedHoldKinds) called name.
@@ -147,7 +147,7 @@ func release(c *rlock.Client, kind, name string, h context.Context) error {
 // the lock once the grace has passed, without polling the server hot meanwhile.
 func TestRestart_grace(t *testing.T) {
 	e, kill, start := crashable(t, "grace")
-	m := e.master("grace")
+	m := e.Master("grace")
 	const grace = 3 * time.Second
 	graced := e.client(rlock.Options{RestartGrace: grace})
 	spin := e.client(rlock.Options{RestartGrace: grace, Wait: rlock.Spin(100 * time.Millisecond)})
@@ -156,12 +156,12 @@ func TestRestart_grace(t *testing.T) {
 	kill()
 	killed := time.Now()
 	start()
-	answering(t, m, e.lockKey("grace"))
+	answering(t, m, e.LockKey("grace"))
 	calls := func() int64 {
-		stats, err := m.info("commandstats")
+		stats, err := m.Info("commandstats")
 		for try := 0; err != nil && try < 100; try++ { // its connections broke with the restart
 			time.Sleep(10 * time.Millisecond)
-			stats, err = m.info("commandstats")
+			stats, err = m.Info("commandstats")
 		}
 		require.NoError(t, err)
 		var n int64
@@ -235,11 +235,11 @@ func TestRestart_grace(t *testing.T) {
 	// Pub/sub waiters look again when the grace ends (or their kind's FairWaitTimeout poll);
 	// spin waiters poll every 100ms: 7 spin waiters * ~40 polls, and some for the rest.
 	assert.Less(t, n, int64(600), "the waiters polled the server hot")
-	e.dep.waitSteady(t, 20*time.Second)
+	e.Dep.WaitSteady(t, 20*time.Second)
 }
 
 // TestRestart_graceInvalid: a negative RestartGrace is invalid.
 func TestRestart_graceInvalid(t *testing.T) {
-	_, err := rlock.New(newEnv(t).rueidis(), rlock.Options{RestartGrace: -time.Second})
+	_, err := rlock.New(newEnv(t).Rueidis(), rlock.Options{RestartGrace: -time.Second})
 	require.ErrorIs(t, err, rlock.ErrInvalid)
 }

@@ -75,12 +75,12 @@ func rwKindsInParallel(t *testing.T, f func(t *testing.T, k rwKind)) {
 }
 
 // kindBase is the hash key of the lock (of any kind) called name; its other keys start with it.
-func (e *env) kindBase(name string) string { return e.prefix + ":{" + name + "}" }
+func (e *env) kindBase(name string) string { return e.Prefix + ":{" + name + "}" }
 
 // kindQueue lists the queue of a fair read-write mutex or a semaphore called name.
 func (e *env) kindQueue(name string) []string {
-	q, err := e.do("LRANGE", e.kindBase(name)+":queue", "0", "-1").AsStrSlice()
-	require.NoError(e.t, err)
+	q, err := e.Do("LRANGE", e.kindBase(name)+":queue", "0", "-1").AsStrSlice()
+	require.NoError(e.T, err)
 	return q
 }
 
@@ -90,8 +90,8 @@ func (e *env) rwWaiters(k rwKind, name string) int {
 	if k.fair {
 		return len(e.kindQueue(name))
 	}
-	n, err := e.do("ZCARD", e.kindBase(name)+":writers").AsInt64()
-	require.NoError(e.t, err)
+	n, err := e.Do("ZCARD", e.kindBase(name)+":writers").AsInt64()
+	require.NoError(e.T, err)
 	return int(n)
 }
 
@@ -99,10 +99,10 @@ func (e *env) rwWaiters(k rwKind, name string) int {
 // called from any goroutine.
 func (e *env) writerWaitingNow(k rwKind, name string) (bool, error) {
 	if !k.fair {
-		n, err := e.do("ZCARD", e.kindBase(name)+":writers").AsInt64()
+		n, err := e.Do("ZCARD", e.kindBase(name)+":writers").AsInt64()
 		return n > 0, err
 	}
-	q, err := e.do("LRANGE", e.kindBase(name)+":queue", "0", "-1").AsStrSlice()
+	q, err := e.Do("LRANGE", e.kindBase(name)+":queue", "0", "-1").AsStrSlice()
 	for _, entry := range q {
 		if strings.HasPrefix(entry, "w:") {
 			return true, err
@@ -113,41 +113,41 @@ func (e *env) writerWaitingNow(k rwKind, name string) (bool, error) {
 
 // awaitRWWaiters waits until n waiters of the read-write mutex called name are recorded.
 func (e *env) awaitRWWaiters(k rwKind, name string, n int) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool { return e.rwWaiters(k, name) == n }, 5*time.Second, time.Millisecond,
+	e.T.Helper()
+	require.Eventually(e.T, func() bool { return e.rwWaiters(k, name) == n }, 5*time.Second, time.Millisecond,
 		"waiters of %s never reached %d", name, n)
 }
 
 // lockState dumps every key of the lock called name (sorted set members without their scores,
 // which renewals and polls move), to check that a call changed nothing.
 func (e *env) lockState(name string) string {
-	e.t.Helper()
-	keys, err := e.do("KEYS", e.kindBase(name)+"*").AsStrSlice()
-	require.NoError(e.t, err)
+	e.T.Helper()
+	keys, err := e.Do("KEYS", e.kindBase(name)+"*").AsStrSlice()
+	require.NoError(e.T, err)
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		typ, err := e.do("TYPE", k).ToString()
-		require.NoError(e.t, err)
+		typ, err := e.Do("TYPE", k).ToString()
+		require.NoError(e.T, err)
 		var v []string
 		switch typ {
 		case "hash":
-			m, err := e.do("HGETALL", k).AsStrMap()
-			require.NoError(e.t, err)
+			m, err := e.Do("HGETALL", k).AsStrMap()
+			require.NoError(e.T, err)
 			for f, x := range m {
 				v = append(v, fmt.Sprintf("%q=%q", f, x))
 			}
 			sort.Strings(v)
 		case "zset":
-			v, err = e.do("ZRANGE", k, "0", "-1").AsStrSlice()
-			require.NoError(e.t, err)
+			v, err = e.Do("ZRANGE", k, "0", "-1").AsStrSlice()
+			require.NoError(e.T, err)
 			sort.Strings(v)
 		case "list":
-			v, err = e.do("LRANGE", k, "0", "-1").AsStrSlice()
-			require.NoError(e.t, err)
+			v, err = e.Do("LRANGE", k, "0", "-1").AsStrSlice()
+			require.NoError(e.T, err)
 		case "string":
-			s, err := e.do("GET", k).ToString()
-			require.NoError(e.t, err)
+			s, err := e.Do("GET", k).ToString()
+			require.NoError(e.T, err)
 			v = []string{s}
 		}
 		fmt.Fprintf(&b, "%s %s %q\n", k, typ, v)
@@ -529,7 +529,7 @@ func TestRWMutex_wrongModeRelease(t *testing.T) {
 		assert.ErrorIs(t, m.RUnlock(bg), rlock.ErrNotHeld, "no owner in ctx")
 		assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
 		assert.ErrorIs(t, m.RUnlock(rlock.WithOwner(bg, "nobody")), rlock.ErrNotHeld)
-		assert.Empty(t, e.keys())
+		assert.Empty(t, e.Keys())
 
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
@@ -629,7 +629,7 @@ func TestRWMutex_fencingTokens(t *testing.T) {
 		require.NoError(t, plain.Unlock(h))
 		_, ok = m.Token(bg)
 		assert.False(t, ok)
-		assert.Equal(t, []string{e.kindBase("fenced") + ":fence"}, e.keys(), "only the counter remains")
+		assert.Equal(t, []string{e.kindBase("fenced") + ":fence"}, e.Keys(), "only the counter remains")
 	})
 }
 
@@ -752,7 +752,7 @@ func TestRWMutex_singleAttemptNeverJumps(t *testing.T) {
 				require.NoError(t, err)
 				wrote := goAcquire(func() (context.Context, error) { return m.Lock(bg) })
 				e.awaitRWWaiters(k, "nojump", 1)
-				require.NoError(t, e.do("DEL", e.kindBase("nojump"), e.kindBase("nojump")+":leases").Error())
+				require.NoError(t, e.Do("DEL", e.kindBase("nojump"), e.kindBase("nojump")+":leases").Error())
 
 				_, err = other.TryRLock(bg, 0)
 				require.ErrorIs(t, err, rlock.ErrNotObtained, "TryRLock(0) jumped a waiting writer")
@@ -984,10 +984,10 @@ func TestRWMutex_lossCancelsHold(t *testing.T) {
 				require.NoError(t, err)
 				inner, err := lock(soon(t, h))
 				require.NoError(t, err)
-				keys, err := e.do("KEYS", e.kindBase("loss")+"*").AsStrSlice()
+				keys, err := e.Do("KEYS", e.kindBase("loss")+"*").AsStrSlice()
 				require.NoError(t, err)
 				require.NotEmpty(t, keys)
-				require.NoError(t, e.do(append([]string{"DEL"}, keys...)...).Error())
+				require.NoError(t, e.Do(append([]string{"DEL"}, keys...)...).Error())
 				start := time.Now()
 				require.ErrorIs(t, causeOf(h, 2*timeout), rlock.ErrLockLost)
 				t.Logf("%s hold learned of the loss after %v", mode, time.Since(start))
@@ -1036,7 +1036,7 @@ func TestRWMutex_ForceUnlock(t *testing.T) {
 func TestRWMutex_Close(t *testing.T) {
 	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		e.dirty = true // checked below: the held lock expires by itself
+		e.Dirty = true // checked below: the held lock expires by itself
 		const timeout = 500 * time.Millisecond
 		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout, FairWaitTimeout: timeout})
 		m := k.new(c, "close")
@@ -1071,9 +1071,9 @@ func TestRWMutex_Close(t *testing.T) {
 		n, err := o.Readers(bg)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "Close does not release held locks")
-		assert.Empty(t, e.channels(), "Close drops the subscriptions")
-		assert.Eventually(t, func() bool { return len(e.keys()) == 0 }, 6*timeout, 10*time.Millisecond,
-			"the closed client's keys expire: %v", e.keys())
+		assert.Empty(t, e.Channels(), "Close drops the subscriptions")
+		assert.Eventually(t, func() bool { return len(e.Keys()) == 0 }, 6*timeout, 10*time.Millisecond,
+			"the closed client's keys expire: %v", e.Keys())
 	})
 }
 
@@ -1086,9 +1086,9 @@ func TestRWMutex_waitEndsLeaveNothing(t *testing.T) {
 		m := k.new(e.client(rlock.Options{Wait: wait}), "busy")
 		noWaiters := func(what string) {
 			t.Helper()
-			require.Eventually(t, func() bool { return len(e.channels()) == 0 }, time.Second, 5*time.Millisecond,
+			require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, time.Second, 5*time.Millisecond,
 				"%s: the subscription is dropped when the last waiter leaves", what)
-			for _, key := range e.keys() {
+			for _, key := range e.Keys() {
 				assert.NotRegexp(t, `:(writers|queue|deadlines)$`, key, "%s: a waiter's entry is left behind", what)
 			}
 			assert.Zero(t, e.rwWaiters(k, "busy"), what)
@@ -1251,12 +1251,12 @@ func TestRWMutex_badInput(t *testing.T) {
 	//lint:ignore SA1012 a nil context is the bad input under test
 	_, err = ok.RLock(nil) //nolint:staticcheck
 	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	assert.Empty(t, e.keys(), "failed validation writes nothing")
+	assert.Empty(t, e.Keys(), "failed validation writes nothing")
 
 	t.Run("wrong key type", func(t *testing.T) {
 		key := e.kindBase("str")
-		require.NoError(t, e.do("SET", key, "not a lock").Error())
-		t.Cleanup(func() { e.do("DEL", key) })
+		require.NoError(t, e.Do("SET", key, "not a lock").Error())
+		t.Cleanup(func() { e.Do("DEL", key) })
 		for _, k := range rwKinds {
 			m := k.new(c, "str")
 			calls := map[string]error{}
@@ -1269,6 +1269,6 @@ func TestRWMutex_badInput(t *testing.T) {
 				assert.ErrorIs(t, err, rlock.ErrInvalid, k.name+" "+call)
 			}
 		}
-		assert.Equal(t, []string{key}, e.keys(), "the foreign key is untouched")
+		assert.Equal(t, []string{key}, e.Keys(), "the foreign key is untouched")
 	})
 }

@@ -15,8 +15,8 @@ import (
 
 // awaitSemQueue waits until n waiters are queued for the semaphore called name.
 func (e *env) awaitSemQueue(name string, n int) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool { return len(e.kindQueue(name)) == n }, 5*time.Second, time.Millisecond,
+	e.T.Helper()
+	require.Eventually(e.T, func() bool { return len(e.kindQueue(name)) == n }, 5*time.Second, time.Millisecond,
 		"queue of %s never reached %d", name, n)
 }
 
@@ -106,7 +106,7 @@ func TestSemaphore_weightedHolds(t *testing.T) {
 	require.NoError(t, s.Release(h3))
 	require.NoError(t, s.Release(h2))
 	requireAvailable(t, s, 5, "all back")
-	assert.Empty(t, e.keys(), "nothing held, nobody waits: no keys")
+	assert.Empty(t, e.Keys(), "nothing held, nobody waits: no keys")
 }
 
 // TestSemaphore_release: every Acquire is a new hold, whatever owner the context carries, and
@@ -154,7 +154,7 @@ func TestSemaphore_release(t *testing.T) {
 	require.NoError(t, s.Release(derived), "a context derived from the hold context releases it")
 	require.ErrorIs(t, h.Err(), context.Canceled)
 	require.ErrorIs(t, s.Release(h), rlock.ErrNotHeld)
-	assert.Empty(t, e.keys())
+	assert.Empty(t, e.Keys())
 }
 
 func TestSemaphore_badInput(t *testing.T) {
@@ -198,12 +198,12 @@ func TestSemaphore_badInput(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, e.keys(), "failed validation writes nothing")
+	assert.Empty(t, e.Keys(), "failed validation writes nothing")
 
 	t.Run("wrong key type", func(t *testing.T) {
 		key := e.kindBase("str")
-		require.NoError(t, e.do("SET", key, "not a semaphore").Error())
-		t.Cleanup(func() { e.do("DEL", key) })
+		require.NoError(t, e.Do("SET", key, "not a semaphore").Error())
+		t.Cleanup(func() { e.Do("DEL", key) })
 		m := c.NewSemaphore("str", 2)
 		calls := map[string]error{}
 		_, calls["Acquire"] = m.TryAcquire(bg, 1, 50*time.Millisecond)
@@ -211,7 +211,7 @@ func TestSemaphore_badInput(t *testing.T) {
 		for call, err := range calls {
 			assert.ErrorIs(t, err, rlock.ErrInvalid, call)
 		}
-		assert.Equal(t, []string{key}, e.keys(), "the foreign key is untouched")
+		assert.Equal(t, []string{key}, e.Keys(), "the foreign key is untouched")
 	})
 }
 
@@ -239,7 +239,7 @@ func TestSemaphore_permitsMismatch(t *testing.T) {
 	assert.Equal(t, before, e.lockState("mm"), "nothing changed")
 	requireAvailable(t, three, 2, "the right count still works")
 	require.NoError(t, three.Release(h))
-	assert.Empty(t, e.keys())
+	assert.Empty(t, e.Keys())
 
 	h, err = four.Acquire(bg, 4)
 	require.NoError(t, err, "unused, the semaphore takes the new count")
@@ -376,7 +376,7 @@ func TestSemaphore_TryAcquireNeverJumpsTheQueue(t *testing.T) {
 		_, err = s.TryAcquire(bg, 1, 100*time.Millisecond)
 		require.ErrorIs(t, err, rlock.ErrNotObtained, "TryAcquire with a wait jumped the queue")
 		assert.Len(t, e.kindQueue("nojump"), 1, "the timed-out TryAcquire left its queue entry")
-		n, err := e.do("ZCARD", e.kindBase("nojump")+":deadlines").AsInt64()
+		n, err := e.Do("ZCARD", e.kindBase("nojump")+":deadlines").AsInt64()
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n, "and its deadline")
 		requireAvailable(t, s, 1, "still one free")
@@ -415,7 +415,7 @@ func TestSemaphore_WithLease(t *testing.T) {
 		// Expiry with nobody waiting or touching the semaphore: its keys go too.
 		_, err = s.Acquire(bg, 1)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return len(e.keys()) == 0 }, 3*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(e.Keys()) == 0 }, 3*time.Second, 10*time.Millisecond,
 			"keys of an expired hold go by themselves")
 	})
 }
@@ -449,10 +449,10 @@ func TestSemaphore_lossCancelsHold(t *testing.T) {
 	s := e.client(rlock.Options{WatchdogTimeout: timeout}).NewSemaphore("loss", 3)
 	h, err := s.Acquire(bg, 2)
 	require.NoError(t, err)
-	keys, err := e.do("KEYS", e.kindBase("loss")+"*").AsStrSlice()
+	keys, err := e.Do("KEYS", e.kindBase("loss")+"*").AsStrSlice()
 	require.NoError(t, err)
 	require.NotEmpty(t, keys)
-	require.NoError(t, e.do(append([]string{"DEL"}, keys...)...).Error())
+	require.NoError(t, e.Do(append([]string{"DEL"}, keys...)...).Error())
 	start := time.Now()
 	require.ErrorIs(t, causeOf(h, 2*timeout), rlock.ErrLockLost)
 	t.Logf("the holder learned of the loss after %v", time.Since(start))
@@ -464,7 +464,7 @@ func TestSemaphore_lossCancelsHold(t *testing.T) {
 func TestSemaphore_Close(t *testing.T) {
 	strategiesInParallel(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		e.dirty = true // checked below: the hold expires by itself
+		e.Dirty = true // checked below: the hold expires by itself
 		const timeout = 500 * time.Millisecond
 		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout, FairWaitTimeout: timeout})
 		s := c.NewSemaphore("close", 2)
@@ -488,9 +488,9 @@ func TestSemaphore_Close(t *testing.T) {
 		}
 
 		requireAvailable(t, e.client(rlock.Options{}).NewSemaphore("close", 2), 0, "Close does not release holds")
-		assert.Empty(t, e.channels(), "Close drops the subscriptions")
-		assert.Eventually(t, func() bool { return len(e.keys()) == 0 }, 6*timeout, 10*time.Millisecond,
-			"the closed client's keys expire: %v", e.keys())
+		assert.Empty(t, e.Channels(), "Close drops the subscriptions")
+		assert.Eventually(t, func() bool { return len(e.Keys()) == 0 }, 6*timeout, 10*time.Millisecond,
+			"the closed client's keys expire: %v", e.Keys())
 	})
 }
 
@@ -518,9 +518,9 @@ func TestSemaphore_waitEndsLeaveNothing(t *testing.T) {
 		ccancel()
 		require.ErrorIs(t, awaitResult(t, cancelled, 2*time.Second, "cancelled Acquire").err, context.Canceled)
 
-		require.Eventually(t, func() bool { return len(e.channels()) == 0 }, time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, time.Second, 5*time.Millisecond,
 			"the subscription is dropped when the last waiter leaves")
-		for _, key := range e.keys() {
+		for _, key := range e.Keys() {
 			assert.NotRegexp(t, `:(queue|deadlines)$`, key, "a waiter's entry is left behind")
 		}
 		requireAvailable(t, s, 0, "the hold is untouched")
@@ -585,5 +585,5 @@ func TestSemaphore_holdContext(t *testing.T) {
 	_, err = s.TryAcquire(done, 1, time.Second)
 	require.ErrorIs(t, err, context.Canceled)
 	requireAvailable(t, s, 3, "a done context acquires nothing")
-	assert.Empty(t, e.keys())
+	assert.Empty(t, e.Keys())
 }

@@ -16,9 +16,9 @@ import (
 func TestSharded_wakeUpsOnEveryKind(t *testing.T) {
 	e := newEnv(t)
 	// Lease and poll bounds far above the wait allowed below: only a message can wake in time.
-	opts := rlock.Options{KeyPrefix: e.prefix, WatchdogTimeout: 30 * time.Second, FairWaitTimeout: 30 * time.Second}
+	opts := rlock.Options{KeyPrefix: e.Prefix, WatchdogTimeout: 30 * time.Second, FairWaitTimeout: 30 * time.Second}
 	newClient := func() *rlock.Client {
-		c, err := rlock.NewSharded(e.rueidis(), opts)
+		c, err := rlock.NewSharded(e.Rueidis(), opts)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, c.Close()) })
 		return c
@@ -96,9 +96,9 @@ func TestSharded_wakeUpsOnEveryKind(t *testing.T) {
 func waitForShardChannel(t *testing.T, e *env) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, sharded := e.channelsByKind()
+		_, sharded := e.ChannelsByKind()
 		return len(sharded) > 0
 	}, 3*time.Second, time.Millisecond, "no shard channel subscribed")
-	classic, _ := e.channelsByKind()
+	classic, _ := e.ChannelsByKind()
 	require.Empty(t, classic, "a sharded client subscribed to a classic channel")
 }

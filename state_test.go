@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // stateKind is one kind of lock as State sees it: how to make a value of it on a client, and
@@ -109,9 +111,9 @@ func waiterNames(t *testing.T, st rlock.State, max time.Duration) []string {
 // snapshot is every key of e with its DUMP, and its PTTL.
 func snapshot(t *testing.T, e *env) map[string][2]string {
 	t.Helper()
-	admin := e.admin()
+	admin := e.Admin()
 	snap := map[string][2]string{}
-	for _, k := range e.keys() {
+	for _, k := range e.Keys() {
 		d, err := admin.Do(context.Background(), admin.B().Dump().Key(k).Build()).ToString()
 		require.NoError(t, err)
 		pttl, err := admin.Do(context.Background(), admin.B().Pttl().Key(k).Build()).AsInt64()
@@ -139,7 +141,7 @@ func TestState_free(t *testing.T) {
 	st, err := c.State(ctx, "free")
 	require.NoError(t, err)
 	assert.Equal(t, rlock.State{Name: "free"}, st)
-	assert.Empty(t, e.keys())
+	assert.Empty(t, e.Keys())
 }
 
 // TestState_held: one holder with its count, no mode, the lease left (server time) and the
@@ -525,13 +527,13 @@ func TestState_lapsed(t *testing.T) {
 						return len(st.Waiters) == n
 					}, 5*time.Second, 5*time.Millisecond, "waiters: %+v", st.Waiters)
 				}
-				child := startChild(t, tc.child, kindsChildEnv(e, name, rlock.PubSub(), append(tc.env, "FAIRWAIT="+fairWait)...)...)
+				child := redistest.StartChild(t, tc.child, kindsChildEnv(e, name, rlock.PubSub(), append(tc.env, "FAIRWAIT="+fairWait)...)...)
 				if tc.child != "hold" {
-					child.expect(t, "waiting")
+					child.Expect(t, "waiting")
 				}
 				waiters(1)
 				lapsing := st.Waiters[0].Owner
-				require.NoError(t, child.cmd.Process.Signal(syscall.SIGSTOP)) // polls no more
+				require.NoError(t, child.Cmd.Process.Signal(syscall.SIGSTOP)) // polls no more
 				done := make(chan error, 1)
 				go func() {
 					held, err := take(rlock.WithOwner(bg, "c"))
@@ -549,14 +551,14 @@ func TestState_lapsed(t *testing.T) {
 					return len(st.Waiters) == 1
 				}, 5*time.Second, 5*time.Millisecond, "the lapsed waiter is still listed: %+v", st.Waiters)
 				assert.Equal(t, live, st.Waiters[0].Owner)
-				key := e.lockKey(name) + ":deadlines"
+				key := e.LockKey(name) + ":deadlines"
 				if k.kind == rlock.KindRWMutex {
-					key = e.lockKey(name) + ":writers"
+					key = e.LockKey(name) + ":writers"
 				}
-				n, err := e.do("ZCARD", key).AsInt64()
+				n, err := e.Do("ZCARD", key).AsInt64()
 				require.NoError(t, err)
 				assert.Equal(t, int64(2), n, "the lapsed entry is gone from Redis: nothing to show")
-				require.NoError(t, child.cmd.Process.Kill())
+				require.NoError(t, child.Cmd.Process.Kill())
 				require.NoError(t, give(held))
 				require.NoError(t, <-done)
 			})
@@ -600,18 +602,18 @@ func TestState_lapsed(t *testing.T) {
 // TestState_replica: State runs on a replica (a read-only script) and shows what the primary
 // has.
 func TestState_replica(t *testing.T) {
-	needsRedis(t)
-	primary, err := startRedis("")
+	redistest.NeedsRedis(t)
+	primary, err := redistest.StartServer(redistest.ServerOptions{})
 	require.NoError(t, err)
-	t.Cleanup(primary.stop)
-	replica, err := startRedis("")
+	t.Cleanup(primary.Stop)
+	replica, err := redistest.StartServer(redistest.ServerOptions{})
 	require.NoError(t, err)
-	t.Cleanup(replica.stop)
-	e := newEnvAt(t, primary.addr)
-	rrc := newRueidis(t, replica.addr)
+	t.Cleanup(replica.Stop)
+	e := newEnvAt(t, primary.Addr)
+	rrc := redistest.NewRueidis(t, replica.Addr)
 	bg := context.Background()
-	require.NoError(t, rrc.Do(bg, rrc.B().Replicaof().Host("127.0.0.1").Port(mustAtoi(t, primary.port)).Build()).Error())
-	onReplica, err := rlock.New(rrc, rlock.Options{KeyPrefix: e.prefix})
+	require.NoError(t, rrc.Do(bg, rrc.B().Replicaof().Host("127.0.0.1").Port(mustAtoi(t, primary.Port)).Build()).Error())
+	onReplica, err := rlock.New(rrc, rlock.Options{KeyPrefix: e.Prefix})
 	require.NoError(t, err)
 	defer onReplica.Close()
 
@@ -635,7 +637,7 @@ func TestState_replica(t *testing.T) {
 		st, err = onReplica.State(bg, "rep")
 		return err == nil && len(st.Holders) == 0
 	}, 10*time.Second, 20*time.Millisecond)
-	require.NoError(t, e.do("DEL", e.lockKey("rep")+":fence").Error())
+	require.NoError(t, e.Do("DEL", e.LockKey("rep")+":fence").Error())
 }
 
 // TestState_errors: an invalid name or option, a closed client, and a lock of another kind
@@ -674,14 +676,14 @@ func TestState_errors(t *testing.T) {
 	require.NoError(t, s.Release(sh))
 
 	// A key of another type.
-	require.NoError(t, e.do("SET", e.lockKey("str"), "x").Error())
+	require.NoError(t, e.Do("SET", e.LockKey("str"), "x").Error())
 	_, err = c.State(bg, "str")
 	assert.ErrorIs(t, err, rlock.ErrInvalid)
 	_, err = c.NewMutex("str").State(bg)
 	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	require.NoError(t, e.do("DEL", e.lockKey("str")).Error())
+	require.NoError(t, e.Do("DEL", e.LockKey("str")).Error())
 
-	closed, err := rlock.New(e.rueidis(), rlock.Options{KeyPrefix: e.prefix})
+	closed, err := rlock.New(e.Rueidis(), rlock.Options{KeyPrefix: e.Prefix})
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
 	eachStateKind(t, func(t *testing.T, k stateKind) {

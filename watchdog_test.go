@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // With renewals failing, the hold context ends by the lease end as of the last
@@ -35,7 +37,7 @@ func TestWatchdog_lossSignalledByLeaseEnd(t *testing.T) {
 		assert.Error(t, h.Err(), "the hold context ended before another owner got the lock")
 		assert.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
 		require.NoError(t, other.Unlock(h2))
-		e.dirty = true // the proxied client's resubscription may outlive the test by a moment
+		e.Dirty = true // the proxied client's resubscription may outlive the test by a moment
 	})
 	t.Run("a failed renewal is retried soon", func(t *testing.T) {
 		e := newEnv(t)
@@ -77,7 +79,7 @@ func waitRenewal(t *testing.T, m *rlock.Mutex) {
 // gone after SCRIPT FLUSH (a restarted server) and load them again, for every kind: no hold is
 // lost although several leases pass.
 func TestWatchdog_renewsAfterScriptFlush(t *testing.T) {
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	e := newEnv(t)
 	c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
 	ctx := context.Background()
@@ -88,7 +90,7 @@ func TestWatchdog_renewsAfterScriptFlush(t *testing.T) {
 	s, err := c.NewSemaphore("s", 2).Acquire(ctx, 1)
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ {
-		require.NoError(t, e.onMasters("SCRIPT", "FLUSH"))
+		require.NoError(t, e.OnMasters("SCRIPT", "FLUSH"))
 		time.Sleep(250 * time.Millisecond) // most of a lease: renewals run in between
 	}
 	for name, held := range map[string]context.Context{"mutex": m, "read": r, "semaphore": s} {

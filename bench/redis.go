@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // Topologies (-topology).
@@ -31,8 +30,8 @@ type redisServer struct {
 	Version  string
 	Started  bool // true when this program started it (and must stop it)
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the started process has exited
+	srv  *redistest.Server // the redis-server this program started
+	done <-chan struct{}   // closed when the started process has exited
 	log  bytes.Buffer
 
 	cluster *clusterProc // the scripts/with-cluster.sh running the cluster, if this program started it
@@ -51,7 +50,8 @@ func (s *redisServer) Describe() string {
 }
 
 // startRedis returns the server of topology: for standalone the one at REDIS_ADDR, or
-// redis-server started on a free loopback port with persistence off; for cluster see
+// redis-server started on a free loopback port with persistence off (redistest.StartServer);
+// for cluster see
 // startCluster.
 func startRedis(ctx context.Context, topology string) (*redisServer, error) {
 	switch topology {
@@ -65,44 +65,23 @@ func startRedis(ctx context.Context, topology string) (*redisServer, error) {
 		s := &redisServer{Topology: topoStandalone, Addrs: []string{addr}, Masters: []string{addr}}
 		return s, s.waitReady(ctx, 5*time.Second)
 	}
-	bin, err := exec.LookPath("redis-server")
+	s := &redisServer{Topology: topoStandalone, Started: true}
+	srv, err := redistest.StartServer(redistest.ServerOptions{
+		Args:        []string{"--maxclients", "10000", "--loglevel", "warning"},
+		Output:      &s.log,
+		SysProcAttr: childProcAttr(),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not on PATH (install it, e.g. apt-get install redis-server, or set REDIS_ADDR): %w", err)
+		return nil, fmt.Errorf("%w (install redis-server, e.g. apt-get install redis-server, or set REDIS_ADDR); redis-server output: %s",
+			err, strings.TrimSpace(s.log.String()))
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s := &redisServer{Topology: topoStandalone, Addrs: []string{addr}, Masters: []string{addr}, Started: true,
-		done: make(chan struct{})}
-	s.cmd = exec.Command(bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
-		"--maxclients", "10000", "--loglevel", "warning")
-	s.cmd.Stdout = &s.log
-	s.cmd.Stderr = &s.log
-	s.cmd.SysProcAttr = childProcAttr()
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	s.srv, s.done = srv, srv.Exited()
+	s.Addrs, s.Masters = []string{srv.Addr}, []string{srv.Addr}
 	if err := s.waitReady(ctx, 10*time.Second); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("%w; redis-server output: %s", err, strings.TrimSpace(s.log.String()))
 	}
 	return s, nil
-}
-
-// freePort asks the kernel for a free loopback port. Another program could
-// take it before redis-server binds it; startRedis then fails clearly.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady pings the server until it answers, and reads its version.
@@ -142,22 +121,15 @@ func nodeInfo(ctx context.Context, addr string, sections ...string) (string, err
 	return c.Do(ctx, c.B().Info().Section(sections...).Build()).ToString()
 }
 
-// Stop stops the server if this program started it: SIGTERM, then SIGKILL
-// after two seconds. It only signals the process it started, by PID.
+// Stop stops the server if this program started it, by its PID, and removes its directory
+// (see redistest.Server.Stop).
 func (s *redisServer) Stop() {
 	if s.cluster != nil {
 		s.cluster.stop()
 		return
 	}
-	if !s.Started || s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(termSignal)
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+	if s.srv != nil {
+		s.srv.Stop()
 	}
 }
 

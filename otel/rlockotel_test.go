@@ -6,13 +6,13 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidisotel"
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 	rlockotel "github.com/rlock-go/rlock/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,20 +28,19 @@ import (
 
 var bg = context.Background()
 
-// redisAddr returns REDIS_ADDR, or skips t.
+// TestMain runs the tests on REDIS_ADDR, or on a throwaway redis-server it starts (see
+// redistest.Main); go test -short runs only those that need no Redis.
+func TestMain(m *testing.M) { redistest.Main(m, nil) }
+
+// redisAddr returns the server the tests run on; it skips t under -short.
 func redisAddr(t *testing.T) string {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		t.Skip("needs a Redis server: set REDIS_ADDR (make test in the repository root runs these tests with one)")
-	}
-	return addr
+	redistest.NeedsRedis(t)
+	return redistest.RedisAddr()
 }
 
-// throwaway reports whether tests may block the whole server (DEBUG SLEEP); the repository's
-// scripts/with-redis.sh says so for the servers it starts.
-func throwaway() bool { return os.Getenv("RLOCK_TEST_THROWAWAY") == "1" }
-
-var prefixSeq atomic.Int64
+// throwaway reports whether tests may block the whole server (DEBUG SLEEP): the repository's
+// scripts/with-redis.sh says so for the servers it starts, and so does redistest.Main.
+func throwaway() bool { return os.Getenv(redistest.ThrowawayEnv) == "1" }
 
 // harness is an observer recording into an SDK MeterProvider with a manual reader and an SDK
 // TracerProvider with a span recorder, and rlock clients on rueidis clients that rueidisotel
@@ -59,7 +58,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, addr: redisAddr(t), reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
-	h.prefix = fmt.Sprintf("rlotel%d-%d", os.Getpid(), prefixSeq.Add(1))
+	h.prefix = redistest.NewPrefix("rlotel")
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
 	h.mp = mp
 	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans))

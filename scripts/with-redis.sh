@@ -9,28 +9,15 @@ cd "$(dirname "$0")/.."
 use_server
 servers_dir redis
 
-# A port can be taken between free_port and the bind: start again elsewhere, up to 5 times.
-for attempt in 1 2 3 4 5; do
-  port=$(free_port)
-  taken="$taken$port "
-  mkdir -p "$dir/$port"
-  run_server "$dir/$port" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --enable-debug-command yes
-  pid=$!
-  up=0
-  for _ in $(seq 1 100); do
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then
-      up=1
-      break
-    fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  [ "$up" = 1 ] && break
-  echo "redis-server on port $port did not start (attempt $attempt):" >&2
-  tail -n 5 "$dir/$port/redis.log" >&2 || true
-  [ "$attempt" = 5 ] && exit 1
-done
+# The server starts as the Go tests start theirs (internal/redistest's StartServer: a free port
+# below the ephemeral range, another one if it cannot bind, its command line recorded in its
+# directory for tests that restart it); it runs until stop, here, kills it by its PID.
+if ! out=$("${GO:-go}" run ./internal/redistest/cmd/redis-start -dir "$dir/redis"); then
+  tail -n 5 "$dir/redis/redis.log" >&2 || true
+  exit 1
+fi
+read -r port pid <<<"$out"
+pids+=("$pid")
 
 export REDIS_ADDR="127.0.0.1:$port"
 export RLOCK_TEST_THROWAWAY=1 # tests may run DEBUG SLEEP, SCRIPT FLUSH and CLIENT KILL on it

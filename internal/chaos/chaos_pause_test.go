@@ -1,4 +1,4 @@
-package rlock_test
+package chaos_test
 
 // TestChaosPause: the chaos test with paused processes and a stalled server. chaosPauseProcs
 // child processes × chaosPauseGoroutines goroutines take six locks, one of each kind (Mutex,
@@ -87,8 +87,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock"
 	"go.uber.org/goleak"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 var (
@@ -133,7 +135,7 @@ func TestChaosPause(t *testing.T) {
 	if *chaosPauseDuration <= 0 {
 		t.Skip("runs with -chaospause.duration (make chaos-pause)")
 	}
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	for _, wait := range []string{"pubsub", "spin"} {
 		t.Run(wait, func(t *testing.T) { runChaosPause(t, wait) })
 	}
@@ -149,7 +151,7 @@ type chaosPauseFaults struct {
 
 // runChaosPause runs one wait strategy: children and faults, then the checks and the report.
 func runChaosPause(t *testing.T, wait string) {
-	e := newEnv(t)
+	e := redistest.NewEnv(t)
 	logPath := filepath.Join(t.TempDir(), "log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -157,16 +159,16 @@ func runChaosPause(t *testing.T, wait string) {
 	}
 	defer logf.Close()
 	var killers, sleepers []node
-	for _, a := range e.dep.Data {
-		killers = append(killers, newNode(t, a))
+	for _, a := range e.Dep.Data {
+		killers = append(killers, redistest.NewNode(t, a))
 	}
-	for _, m := range e.dep.masters {
-		sleepers = append(sleepers, newNode(t, m.addr))
+	for _, m := range e.Dep.Masters {
+		sleepers = append(sleepers, redistest.NewNode(t, m.Addr))
 	}
 
-	children := make([]*child, chaosPauseProcs)
+	children := make([]*redistest.Child, chaosPauseProcs)
 	for p := range children {
-		children[p] = startChild(t, "chaos-pause", "PREFIX="+e.prefix, "WAIT="+wait, "LOG="+logPath,
+		children[p] = redistest.StartChild(t, "chaos-pause", "PREFIX="+e.Prefix, "WAIT="+wait, "LOG="+logPath,
 			"DURATION="+chaosPauseDuration.String(), "WATCHDOG="+chaosPauseLease.String(),
 			"FAIRWAIT="+chaosPauseFairWait.String(), "PROC="+strconv.Itoa(p))
 	}
@@ -193,10 +195,10 @@ func runChaosPause(t *testing.T, wait string) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			for c.out.Scan() {
-				t.Logf("child %d: %s", p, c.out.Text())
+			for c.Out.Scan() {
+				t.Logf("child %d: %s", p, c.Out.Text())
 			}
-			exits[p] = c.cmd.Wait()
+			exits[p] = c.Cmd.Wait()
 		}()
 	}
 	done := make(chan struct{})
@@ -206,8 +208,8 @@ func runChaosPause(t *testing.T, wait string) {
 	case <-time.After(*chaosPauseDuration + chaosChildGrace + 15*time.Second):
 		t.Errorf("children did not exit within %v of the end of the run: killing them", chaosChildGrace+15*time.Second)
 		for _, c := range children {
-			_ = c.cmd.Process.Signal(syscall.SIGCONT)
-			_ = c.cmd.Process.Kill()
+			_ = c.Cmd.Process.Signal(syscall.SIGCONT)
+			_ = c.Cmd.Process.Kill()
 		}
 		<-done
 	}
@@ -229,12 +231,12 @@ func runChaosPause(t *testing.T, wait string) {
 	deadline := time.Now().Add(chaosPauseFairWait + chaosPauseLease + 3*time.Second)
 	for {
 		left = left[:0]
-		for _, k := range e.keys() {
+		for _, k := range e.Keys() {
 			if !strings.HasSuffix(k, ":fence") {
 				left = append(left, k)
 			}
 		}
-		left = append(left, e.channels()...)
+		left = append(left, e.Channels()...)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -242,7 +244,7 @@ func runChaosPause(t *testing.T, wait string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("LEFT in Redis after every child closed: %v", left)
-		e.dirty = true
+		e.Dirty = true
 	}
 
 	data, err := os.ReadFile(logPath)
@@ -265,7 +267,7 @@ func runChaosPause(t *testing.T, wait string) {
 // time without stop) for 1.2-2.5 times the longer of the lease and FairWaitTimeout, else (stop)
 // for 20-500 ms. It writes STOP once
 // every thread of the child is stopped and CONT just before SIGCONT.
-func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseFaults) {
+func chaosPauser(children []*redistest.Child, logf *os.File, end time.Time, f *chaosPauseFaults) {
 	long := max(chaosPauseLease, chaosPauseFairWait)
 	tail, err := os.Open(logf.Name())
 	if err != nil {
@@ -281,7 +283,7 @@ func chaosPauser(children []*child, logf *os.File, end time.Time, f *chaosPauseF
 		if !chaosPauseFault("stop") || chaosPauseFault("longstop") && rand.IntN(3) > 0 {
 			d = long + time.Duration(rand.Int64N(int64(long)*13/10)) + long/5
 		}
-		proc := children[p].cmd.Process
+		proc := children[p].Cmd.Process
 		if proc.Signal(syscall.SIGSTOP) != nil {
 			f.stopFails.Add(1)
 			continue
@@ -420,7 +422,7 @@ func chaosSleeper(nodes []node, logf *os.File, end time.Time, f *chaosPauseFault
 		ms := 200 + rand.IntN(1301)
 		for _, n := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ms)*time.Millisecond+5*time.Second)
-			err := n.rc.Do(ctx, n.rc.B().Arbitrary("DEBUG", "SLEEP", strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)).Build()).Error()
+			err := n.RC.Do(ctx, n.RC.B().Arbitrary("DEBUG", "SLEEP", strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)).Build()).Error()
 			cancel()
 			if err != nil {
 				f.sleepErrs.Add(1) // its connection was killed: the server may have slept anyway
@@ -440,7 +442,7 @@ func chaosKiller(nodes []node, end time.Time, f *chaosPauseFaults) {
 		time.Sleep(time.Duration(50+rand.IntN(451)) * time.Millisecond)
 		for _, n := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			k, err := n.rc.Do(ctx, n.rc.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
+			k, err := n.RC.Do(ctx, n.RC.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
 			cancel()
 			if err != nil {
 				f.killErrs.Add(1)
@@ -988,7 +990,7 @@ func runChaosPauseChild() int {
 	}
 	defer logf.Close()
 	clientName := fmt.Sprintf("rlock-chaospause-%s-%d", os.Getenv("PREFIX"), proc)
-	d, err := rlock.DeploymentFromEnv()
+	d, err := redistest.DeploymentFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos-pause child:", err)
 		return 2
@@ -1051,7 +1053,7 @@ func runChaosPauseChild() int {
 			fmt.Fprintf(os.Stderr, "chaos-pause child %d: after Close: %v\n", proc, left)
 			return 4
 		}
-		if err := goleak.Find(goroutinesBefore, ignoreRueidisRefresh, ignoreRueidisReplaced); err != nil {
+		if err := goleak.Find(append([]goleak.Option{goroutinesBefore}, redistest.IgnoreRueidisRefresh...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos-pause child %d: goroutines left after Close: %v\n", proc, err)
 			return 4
 		}

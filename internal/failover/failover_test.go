@@ -1,11 +1,11 @@
-package rlock_test
+package failover_test
 
 // Failover measurements (issue 8): what a hold, a waiter and a second client see when Redis
 // fails over. Every test skips unless its deployment is set up, and on the deployment that the
-// rest of the suite runs on (rlock.TopologyEnv):
+// rest of the suite runs on (redistest.TopologyEnv):
 //
-//	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v .
-//	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v .
+//	CLUSTER_NODE_TIMEOUT=2000 scripts/with-cluster.sh go test -count=1 -run '^TestFailover_cluster' -v ./internal/failover
+//	scripts/with-sentinel.sh go test -count=1 -run '^TestFailover_sentinel' -v ./internal/failover
 //
 // They report figures with t.Logf. They fail when a lock misbehaves in a way no failover
 // excuses: a hold context left running after its lease was found gone, a waiter never woken
@@ -37,8 +37,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 )
 
 // ---- small tools ----
@@ -48,7 +50,7 @@ import (
 func foDo(n node, args ...string) rueidis.RedisResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return n.rc.Do(ctx, n.rc.B().Arbitrary(args...).Build())
+	return n.RC.Do(ctx, n.RC.B().Arbitrary(args...).Build())
 }
 
 // foSignal sends sig to the process pid (a server that one of the with-* scripts started).
@@ -184,73 +186,27 @@ func (l *foLog) since(t0 time.Time) string {
 	return fmt.Sprintf("%d warnings, first %s; last %s", len(got), short(got[0]), short(got[len(got)-1]))
 }
 
-// foWatch records when ctx ends.
-type foWatch struct {
-	done chan struct{}
-	at   time.Time
-}
-
-func foWatchCtx(ctx context.Context) *foWatch {
-	w := &foWatch{done: make(chan struct{})}
-	go func() {
-		<-ctx.Done()
-		w.at = time.Now()
-		close(w.done)
-	}()
-	return w
-}
-
-// ended reports whether the context ended, and when.
-func (w *foWatch) ended() (time.Time, bool) {
-	select {
-	case <-w.done:
-		return w.at, true
-	default:
-		return time.Time{}, false
-	}
-}
-
-// foStats formats min/median/max of ds.
-func foStats(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return fmt.Sprintf("min %v, median %v, max %v (n=%d)", r(s[0]), r(s[len(s)/2]), r(s[len(s)-1]), len(s))
-}
-
-func foMs(d time.Duration) string { return d.Round(time.Millisecond).String() }
-
-func foTrials(env string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 // foNotTheSuites skips t when the rest of the suite runs on the deployment of topology: a
 // failover would disturb the tests after it. make test runs the failover tests on a
 // deployment of their own, with the suite on the standalone server.
 func foNotTheSuites(t *testing.T, topology string) {
 	t.Helper()
-	needsRedis(t)
-	if suite.Topology == topology {
+	redistest.NeedsRedis(t)
+	if redistest.Suite().Topology == topology {
 		t.Skipf("fails the %s over, which the other tests run on (%s=%s): run it with the suite on "+
-			"the standalone server (%s unset)", topology, rlock.TopologyEnv, topology, rlock.TopologyEnv)
+			"the standalone server (%s unset)", topology, redistest.TopologyEnv, topology, redistest.TopologyEnv)
 	}
 }
 
 // foPrefix is a key prefix of its own for one test.
-func foPrefix() string { return fmt.Sprintf("rlfo%d-%d", os.Getpid(), prefixSeq.Add(1)) }
+func foPrefix() string { return redistest.NewPrefix("rlfo") }
 
 // ---- cluster ----
 
 // foCluster is the cluster at REDIS_CLUSTER_ADDRS, with what it takes to start a node again
 // after a test killed it.
 type foCluster struct {
-	*csCluster
+	*redistest.Cluster
 	byAddr map[string]node
 	top    *testing.T // the test that made it: nodes started again run until it ends
 }
@@ -267,26 +223,23 @@ var (
 
 func foClusterFromEnv(t *testing.T) *foCluster {
 	t.Helper()
-	env := os.Getenv("REDIS_CLUSTER_ADDRS")
-	if env == "" {
-		t.Skip("REDIS_CLUSTER_ADDRS is not set (scripts/with-cluster.sh sets it)")
-	}
+	c := redistest.ClusterAddrsFromEnv(t)
 	foNotTheSuites(t, "cluster")
-	f := &foCluster{csCluster: &csCluster{addrs: strings.Split(env, ",")}, byAddr: map[string]node{}, top: t}
-	for _, a := range f.addrs {
+	f := &foCluster{Cluster: c, byAddr: map[string]node{}, top: t}
+	for _, a := range f.Addrs {
 		// A node that an earlier test of this file killed (and whose replacement that test
 		// stopped when it ended) is started again, as a process of this test.
 		if !foPings(a) {
 			f.restart(t, a)
 		}
-		n := newNode(t, a)
-		f.nodes = append(f.nodes, n)
+		n := redistest.NewNode(t, a)
+		f.Nodes = append(f.Nodes, n)
 		f.byAddr[a] = n
 	}
 	foConfMu.Lock()
 	defer foConfMu.Unlock()
-	for _, n := range f.nodes {
-		if _, ok := foConfs[n.addr]; ok {
+	for _, n := range f.Nodes {
+		if _, ok := foConfs[n.Addr]; ok {
 			continue
 		}
 		get := func(name string) string {
@@ -296,7 +249,7 @@ func foClusterFromEnv(t *testing.T) *foCluster {
 			}
 			return kv[name]
 		}
-		foConfs[n.addr] = foNodeConf{get("dir"), get("cluster-config-file"), get("cluster-port"),
+		foConfs[n.Addr] = foNodeConf{get("dir"), get("cluster-config-file"), get("cluster-port"),
 			get("cluster-node-timeout"), get("logfile")}
 	}
 	return f
@@ -342,13 +295,13 @@ func (f *foCluster) restart(t *testing.T, addr string) {
 
 // slotsOf is the slot map as node n sees it: one owner address per slot range.
 func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
-	slots, err := clusterSlots(foDo(n, "CLUSTER", "SLOTS"))
+	slots, err := redistest.ClusterSlots(foDo(n, "CLUSTER", "SLOTS"))
 	if err != nil {
 		return nil, err
 	}
 	m := map[[2]int64]string{}
 	for _, s := range slots {
-		m[[2]int64{int64(s.lo), int64(s.hi)}] = s.master
+		m[[2]int64{int64(s.Lo), int64(s.Hi)}] = s.Master
 	}
 	return m, nil
 }
@@ -359,41 +312,41 @@ func (f *foCluster) slotsOf(n node) (map[[2]int64]string, error) {
 func (f *foCluster) unhealthy() string {
 	var first map[[2]int64]string
 	masters := 0
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		ci, err := foDo(n, "CLUSTER", "INFO").ToString()
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		if !strings.Contains(ci, "cluster_state:ok") {
-			return n.addr + ": cluster_state not ok"
+			return n.Addr + ": cluster_state not ok"
 		}
 		cn, err := foDo(n, "CLUSTER", "NODES").ToString()
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		for _, l := range strings.Split(cn, "\n") {
 			if strings.Contains(l, "fail") || strings.Contains(l, "handshake") {
-				return n.addr + ": a node is failing or in handshake: " + l
+				return n.Addr + ": a node is failing or in handshake: " + l
 			}
 		}
-		info, err := n.info("replication")
+		info, err := n.Info("replication")
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		switch info["role"] {
 		case "master":
 			masters++
 			if info["connected_slaves"] != "1" || !strings.Contains(info["slave0"], "state=online") {
-				return n.addr + ": master without an online replica"
+				return n.Addr + ": master without an online replica"
 			}
 		case "slave":
 			if info["master_link_status"] != "up" || info["master_sync_in_progress"] != "0" {
-				return n.addr + ": replica link down or syncing"
+				return n.Addr + ": replica link down or syncing"
 			}
 		}
 		m, err := f.slotsOf(n)
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		if first == nil {
 			first = m
@@ -419,28 +372,13 @@ func mapsEqual(a, b map[[2]int64]string) bool {
 	return true
 }
 
-func (f *foCluster) waitHealthy(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		why := f.unhealthy()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster is not healthy after %v: %s", d, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // shard returns the master that owns key's slot now and its replica.
 func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 	t.Helper()
 	m = f.byAddr[f.ownerOf(t, key)]
-	info, err := m.info("replication")
+	info, err := m.Info("replication")
 	require.NoError(t, err)
-	require.Equal(t, "master", info["role"], m.addr)
+	require.Equal(t, "master", info["role"], m.Addr)
 	var port string
 	for _, kv := range strings.Split(info["slave0"], ",") {
 		if p, ok := strings.CutPrefix(kv, "port="); ok {
@@ -448,14 +386,14 @@ func (f *foCluster) shard(t *testing.T, key string) (m, r node) {
 		}
 	}
 	r, ok := f.byAddr["127.0.0.1:"+port]
-	require.True(t, ok, "replica of %s: %q", m.addr, info["slave0"])
+	require.True(t, ok, "replica of %s: %q", m.Addr, info["slave0"])
 	return m, r
 }
 
 // ownerOf is the address of the master that serves key's slot, as the first live node says.
 func (f *foCluster) ownerOf(t *testing.T, key string) string {
 	t.Helper()
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		slot, err := foDo(n, "CLUSTER", "KEYSLOT", key).AsInt64()
 		if err != nil {
 			continue
@@ -478,15 +416,15 @@ func (f *foCluster) ownerOf(t *testing.T, key string) string {
 func foWaitInSync(t *testing.T, m, r node) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		mi, err1 := m.info("replication")
-		ri, err2 := r.info("replication")
+		mi, err1 := m.Info("replication")
+		ri, err2 := r.Info("replication")
 		return err1 == nil && err2 == nil && mi["master_repl_offset"] != "" &&
 			mi["master_repl_offset"] == ri["slave_repl_offset"]
-	}, 10*time.Second, 10*time.Millisecond, "%s did not catch up with %s", r.addr, m.addr)
+	}, 10*time.Second, 10*time.Millisecond, "%s did not catch up with %s", r.Addr, m.Addr)
 }
 
 func foRole(n node) string {
-	info, err := n.info("replication")
+	info, err := n.Info("replication")
 	if err != nil {
 		return "down"
 	}
@@ -529,18 +467,18 @@ func (tr foLagTrial) String() string {
 	s := "first: "
 	switch {
 	case tr.held:
-		s += fmt.Sprintf("acquired in %v", foMs(tr.acquireTook))
+		s += fmt.Sprintf("acquired in %v", redistest.Ms(tr.acquireTook))
 	default:
-		s += fmt.Sprintf("not acquired in %v (%v)", foMs(tr.acquireTook), tr.acquireErr)
+		s += fmt.Sprintf("not acquired in %v (%v)", redistest.Ms(tr.acquireTook), tr.acquireErr)
 	}
 	if tr.second >= 0 {
-		s += fmt.Sprintf("; second acquired %v after the failover", foMs(tr.second))
+		s += fmt.Sprintf("; second acquired %v after the failover", redistest.Ms(tr.second))
 	} else {
 		s += fmt.Sprintf("; second never acquired (%v)", tr.secondErr)
 	}
 	if tr.held {
 		if tr.lossCause != nil {
-			s += fmt.Sprintf("; first told of the loss after %v (%v)", foMs(tr.loss), tr.lossCause)
+			s += fmt.Sprintf("; first told of the loss after %v (%v)", redistest.Ms(tr.loss), tr.lossCause)
 		} else {
 			s += "; first never told of the loss"
 		}
@@ -566,12 +504,12 @@ func TestFailover_clusterLagging_sync1(t *testing.T) { foClusterLagging(t, 1) }
 
 func foClusterLagging(t *testing.T, syncReplicas int) {
 	f := foClusterFromEnv(t)
-	trials := foTrials("RLOCK_FAILOVER_TRIALS", 20)
+	trials := redistest.Trials("RLOCK_FAILOVER_TRIALS", 20)
 	const watchdog = 6 * time.Second
 	prefix := foPrefix()
 	var firstLog, secondLog foLog
 	newClient := func(l *foLog) (*rlock.Client, rueidis.Client) {
-		rc := f.client(t)
+		rc := f.Client(t)
 		cl, err := rlock.New(rc, rlock.Options{KeyPrefix: prefix, WatchdogTimeout: watchdog,
 			SyncReplicas: syncReplicas, SyncTimeout: 200 * time.Millisecond, Logger: l.logger()})
 		require.NoError(t, err)
@@ -584,18 +522,18 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 
 	var results []foLagTrial
 	for i := range trials {
-		f.waitHealthy(t, 30*time.Second)
+		redistest.WaitHealthy(t, "the cluster", 30*time.Second, f.unhealthy)
 		name := fmt.Sprintf("lag%d", i)
 		m, r := f.shard(t, prefix+":{"+name+"}")
-		rpid := r.pid(t)
+		rpid := r.PID(t)
 		// rueidis refreshes its slot map only after a MOVED (within 1s): make sure both clients
 		// send this slot to its master, or the stopped replica would hang the trial's commands
 		// (a command sent to a stopped node waits about 10s for rueidis' timeout).
 		for who, rc := range map[string]rueidis.Client{"first": firstRC, "second": secondRC} {
-			if at := foRoutesTo(rc, prefix+":{"+name+"}"); at != m.addr {
+			if at := foRoutesTo(rc, prefix+":{"+name+"}"); at != m.Addr {
 				stale++
 				began := time.Now()
-				for at != m.addr && time.Since(began) < 5*time.Second {
+				for at != m.Addr && time.Since(began) < 5*time.Second {
 					// A keyed read gets MOVED from the old master, which makes rueidis refresh
 					// its map (a client that got no MOVED since the failover never does).
 					ctx, cancel := context.WithTimeout(bg, 2*time.Second)
@@ -605,8 +543,8 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 					at = foRoutesTo(rc, prefix+":{"+name+"}")
 				}
 				t.Logf("trial %d: the %s client's slot map sent %s to the old master (now a replica), "+
-					"not to %s; %v later it sent it to %s", i, who, name, m.addr, time.Since(began).Round(time.Millisecond), at)
-				require.Equal(t, m.addr, at, "trial %d: the %s client's slot map stays stale", i, who)
+					"not to %s; %v later it sent it to %s", i, who, name, m.Addr, time.Since(began).Round(time.Millisecond), at)
+				require.Equal(t, m.Addr, at, "trial %d: the %s client's slot map stays stale", i, who)
 			}
 		}
 		// A random phase against the watchdog's renewals (every third of the lease).
@@ -622,7 +560,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		}()
 		killed, err := foDo(m, "CLIENT", "KILL", "TYPE", "replica").AsInt64()
 		require.NoError(t, err)
-		require.EqualValues(t, 1, killed, "replica links killed on %s", m.addr)
+		require.EqualValues(t, 1, killed, "replica links killed on %s", m.Addr)
 
 		var tr foLagTrial
 		start := time.Now()
@@ -635,14 +573,14 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		} else {
 			require.NoError(t, err, "trial %d", i)
 		}
-		var watch *foWatch
+		var watch *redistest.CtxWatch
 		if tr.held {
-			watch = foWatchCtx(h)
+			watch = redistest.WatchCtx(h)
 		}
 
 		// Promote the stopped replica: TAKEOVER waits in its socket, so it is the first thing
 		// the replica does when it runs again, before it can reconnect to its master.
-		raw, err := foDial(r.addr)
+		raw, err := foDial(r.Addr)
 		require.NoError(t, err)
 		require.NoError(t, raw.send("CLUSTER", "FAILOVER", "TAKEOVER"))
 		foSignal(t, rpid, syscall.SIGCONT)
@@ -651,7 +589,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		reply, err := raw.read()
 		raw.c.Close()
 		require.NoError(t, err)
-		require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.addr)
+		require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.Addr)
 		failover := time.Now()
 
 		// The second client tries the lock until it gets it (5s at most).
@@ -665,7 +603,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 				at := time.Now()
 				tr.second = at.Sub(failover)
 				if tr.held {
-					lostAt, lost := watch.ended()
+					lostAt, lost := watch.Ended()
 					tr.double = !lost || lostAt.After(at)
 				}
 				break
@@ -679,9 +617,9 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		if tr.held {
 			told := false
 			select {
-			case <-watch.done:
+			case <-watch.Done:
 				told = true
-				tr.loss = watch.at.Sub(failover) // negative: told before the TAKEOVER reply came back
+				tr.loss = watch.At.Sub(failover) // negative: told before the TAKEOVER reply came back
 				tr.lossCause = context.Cause(h)
 			case <-time.After(3 * watchdog):
 			}
@@ -692,7 +630,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 		if hs != nil {
 			require.NoError(t, second.NewMutex(name).Unlock(hs), "trial %d: the second holder's Unlock", i)
 		}
-		t.Logf("trial %2d (%s -> %s): %v; first's log: %s", i, m.addr, r.addr, tr, firstLog.since(trialStart))
+		t.Logf("trial %2d (%s -> %s): %v; first's log: %s", i, m.Addr, r.Addr, tr, firstLog.since(trialStart))
 		results = append(results, tr)
 	}
 
@@ -718,11 +656,11 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 	}
 	t.Logf("SyncReplicas %d, WatchdogTimeout %v, %d trials: first acquired %d (ErrNotReplicated %d; acquire took %s); "+
 		"double grants %d of %d; second acquired after the failover: %s; first told of the loss after the failover: %s",
-		syncReplicas, watchdog, len(results), held, notRepl, foStats(acquires), doubles, len(results),
-		foStats(seconds), foStats(losses))
+		syncReplicas, watchdog, len(results), held, notRepl, redistest.DurationStats(acquires), doubles, len(results),
+		redistest.DurationStats(seconds), redistest.DurationStats(losses))
 	t.Logf("client slot maps naming a replica (the old master) at the start of a trial: %d of %d", stale, 2*len(results))
 	t.Logf("warnings logged: first client %d, second client %d", firstLog.count(), secondLog.count())
-	f.waitHealthy(t, 30*time.Second)
+	redistest.WaitHealthy(t, "the cluster", 30*time.Second, f.unhealthy)
 }
 
 // ---- cluster: holds and waiters across a failover with an in-sync replica ----
@@ -737,7 +675,7 @@ func foClusterLagging(t *testing.T, syncReplicas int) {
 // by default (the second fails back, and releases the locks in the other order).
 func TestFailover_clusterGraceful(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "graceful", round) })
 	}
 }
@@ -748,13 +686,13 @@ func TestFailover_clusterGraceful(t *testing.T) {
 // test ends).
 func TestFailover_clusterKill(t *testing.T) {
 	f := foClusterFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { foClusterHoldAcross(t, f, "kill", round) })
 	}
 }
 
 func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
-	f.waitHealthy(t, 40*time.Second)
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 	const lease = 10 * time.Second
 	prefix := foPrefix()
 	// Two lock names on the same master.
@@ -762,7 +700,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	names := map[string]string{"plain": "plain0"}
 	for i := 0; names["fair"] == ""; i++ {
 		n := fmt.Sprintf("fair%d", i)
-		if f.ownerOf(t, prefix+":{"+n+"}") == m.addr {
+		if f.ownerOf(t, prefix+":{"+n+"}") == m.Addr {
 			names["fair"] = n
 		}
 	}
@@ -775,10 +713,10 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 
 	var holderLog, waiterLog foLog
-	holder, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
+	holder, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, holder.Close()) })
-	waiter, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: waiterLog.logger()})
+	waiter, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: waiterLog.logger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
 
@@ -803,7 +741,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 			got <- result{context.WithoutCancel(h), time.Now(), err}
 		}()
 		require.Eventually(t, func() bool { return subscribedOn(n, channel(kind)) }, 5*time.Second, 5*time.Millisecond,
-			"the %s waiter did not subscribe on %s", kind, n.addr)
+			"the %s waiter did not subscribe on %s", kind, n.Addr)
 		return got
 	}
 	// handoff unlocks h and returns how long until the waiter had the lock.
@@ -838,12 +776,12 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 
 	// Hold both, with a waiter on each, and let the replica catch up.
 	holds := map[string]context.Context{}
-	watches := map[string]*foWatch{}
+	watches := map[string]*redistest.CtxWatch{}
 	waits := map[string]chan result{}
 	for _, k := range kindsHere {
 		h, err := k.new(holder, names[k.name]).Lock(bg)
 		require.NoError(t, err)
-		holds[k.name], watches[k.name] = h, foWatchCtx(h)
+		holds[k.name], watches[k.name] = h, redistest.WatchCtx(h)
 		waits[k.name] = wait(k.name, k.new, m)
 	}
 	foWaitInSync(t, m, r)
@@ -853,7 +791,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	case "graceful":
 		require.NoError(t, foDo(r, "CLUSTER", "FAILOVER").Error())
 	case "kill":
-		foSignal(t, m.pid(t), syscall.SIGKILL)
+		foSignal(t, m.PID(t), syscall.SIGKILL)
 	}
 	var promoted time.Duration
 	require.Eventually(t, func() bool {
@@ -862,7 +800,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 			return true
 		}
 		return false
-	}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.addr)
+	}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.Addr)
 
 	// Watch, for up to 3 renewal periods after the promotion: where the waiters' subscriptions
 	// are, and when a renewal reaches the new master (the key's PTTL jumps up).
@@ -888,15 +826,15 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var where []string
-	for _, n := range f.nodes {
+	for _, n := range f.Nodes {
 		for _, k := range kindsHere {
 			if subscribedOn(n, channel(k.name)) {
-				where = append(where, fmt.Sprintf("%s on %s (%s)", k.name, n.addr, foRole(n)))
+				where = append(where, fmt.Sprintf("%s on %s (%s)", k.name, n.Addr, foRole(n)))
 			}
 		}
 	}
 	for _, k := range kindsHere {
-		_, lost := watches[k.name].ended()
+		_, lost := watches[k.name].Ended()
 		require.False(t, lost, "%s: the hold ended across the failover: %v", k.name, context.Cause(holds[k.name]))
 		owners, err := foDo(r, "HKEYS", prefix+":{"+names[k.name]+"}").AsStrSlice()
 		require.NoError(t, err)
@@ -915,7 +853,7 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	}
 	t.Logf("%s failover %s -> %s: promoted after %v; holds survived, a renewal reached the new master %v after "+
 		"the failover began; waiters resubscribed on the new master after %v; subscriptions then: %v",
-		how, m.addr, r.addr, foMs(promoted), foMs(renewedAt), resub, where)
+		how, m.Addr, r.Addr, redistest.Ms(promoted), redistest.Ms(renewedAt), resub, where)
 	for _, k := range kindsHere {
 		t.Logf("%s: handoff before the failover %v (median of 5), after %v: extra %v", k.name,
 			baseline[k.name].Round(10*time.Microsecond), after[k.name].Round(10*time.Microsecond),
@@ -925,14 +863,14 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 	t.Logf("holder's log: %s; waiter's log: %s", holderLog.since(start), waiterLog.since(start))
 
 	if how == "kill" {
-		f.restart(t, m.addr)
+		f.restart(t, m.Addr)
 	}
 	// Nothing left subscribed anywhere (unsubscribing is asynchronous).
 	require.Eventually(t, func() bool {
-		_, total, _ := f.leftChannels(t, prefix)
+		_, total, _ := f.LeftChannels(t, prefix)
 		return total == 0
-	}, 5*time.Second, 20*time.Millisecond, "channels left: %s", func() string { d, _, _ := f.leftChannels(t, prefix); return d }())
-	f.waitHealthy(t, 40*time.Second)
+	}, 5*time.Second, 20*time.Millisecond, "channels left: %s", func() string { d, _, _ := f.LeftChannels(t, prefix); return d }())
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 }
 
 // TestFailover_clusterKill_lease6s: does a hold with a short lease (WatchdogTimeout 6s, a
@@ -944,22 +882,22 @@ func foClusterHoldAcross(t *testing.T, f *foCluster, how string, round int) {
 func TestFailover_clusterKill_lease6s(t *testing.T) {
 	f := foClusterFromEnv(t)
 	const lease = 6 * time.Second
-	rounds := foTrials("RLOCK_FAILOVER_KILL_ROUNDS", 4)
+	rounds := redistest.Trials("RLOCK_FAILOVER_KILL_ROUNDS", 4)
 	survived := 0
 	var losses []time.Duration
 	for round := range rounds {
-		f.waitHealthy(t, 40*time.Second)
+		redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 		prefix := foPrefix()
 		name := "short"
 		m, r := f.shard(t, prefix+":{"+name+"}")
 		var holderLog foLog
-		holder, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
+		holder, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease, Logger: holderLog.logger()})
 		require.NoError(t, err)
-		waiter, err := rlock.New(f.client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease})
+		waiter, err := rlock.New(f.Client(t), rlock.Options{KeyPrefix: prefix, WatchdogTimeout: lease})
 		require.NoError(t, err)
 		h, err := holder.NewMutex(name).Lock(bg)
 		require.NoError(t, err)
-		watch := foWatchCtx(h)
+		watch := redistest.WatchCtx(h)
 		type result struct {
 			h   context.Context
 			at  time.Time
@@ -974,7 +912,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		foWaitInSync(t, m, r)
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		start := time.Now()
-		foSignal(t, m.pid(t), syscall.SIGKILL)
+		foSignal(t, m.PID(t), syscall.SIGKILL)
 		var promoted time.Duration
 		require.Eventually(t, func() bool {
 			if foRole(r) == "master" {
@@ -982,7 +920,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 				return true
 			}
 			return false
-		}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.addr)
+		}, 20*time.Second, 5*time.Millisecond, "%s was not promoted", r.Addr)
 		// Watch for a lease and a half after the kill.
 		var lostAt, waiterAt time.Duration = -1, -1
 		var wr result
@@ -994,7 +932,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		if at, lost := watch.ended(); lost {
+		if at, lost := watch.Ended(); lost {
 			lostAt = at.Sub(start)
 			losses = append(losses, lostAt)
 			require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
@@ -1007,7 +945,7 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 				t.Errorf("round %d: the waiter got the lock at +%v while the holder still held it", round, waiterAt)
 			}
 		}
-		t.Logf("round %d (%s -> %s): promoted %s; hold %s; waiter acquired %s; holder's log: %s", round, m.addr, r.addr,
+		t.Logf("round %d (%s -> %s): promoted %s; hold %s; waiter acquired %s; holder's log: %s", round, m.Addr, r.Addr,
 			foDur(promoted), map[bool]string{true: "lost " + foDur(lostAt), false: "survived"}[lostAt >= 0],
 			foDur(waiterAt), holderLog.since(start))
 		unlockErr := holder.NewMutex(name).Unlock(h)
@@ -1022,11 +960,11 @@ func TestFailover_clusterKill_lease6s(t *testing.T) {
 		wcancel()
 		require.NoError(t, waiter.Close())
 		require.NoError(t, holder.Close())
-		f.restart(t, m.addr)
+		f.restart(t, m.Addr)
 	}
 	t.Logf("WatchdogTimeout %v, kill -9 of the master with an in-sync replica, %d rounds: the hold survived %d; "+
-		"declared lost after the kill: %s", lease, rounds, survived, foStats(losses))
-	f.waitHealthy(t, 40*time.Second)
+		"declared lost after the kill: %s", lease, rounds, survived, redistest.DurationStats(losses))
+	redistest.WaitHealthy(t, "the cluster", 40*time.Second, f.unhealthy)
 }
 
 // ---- Sentinel ----
@@ -1048,10 +986,10 @@ func foSentinelFromEnv(t *testing.T) *foSentinel {
 	foNotTheSuites(t, "sentinel")
 	s := &foSentinel{master: os.Getenv("REDIS_SENTINEL_MASTER"), addrs: strings.Split(env, ",")}
 	for _, a := range s.addrs {
-		s.sentinels = append(s.sentinels, newNode(t, a))
+		s.sentinels = append(s.sentinels, redistest.NewNode(t, a))
 	}
 	for _, a := range strings.Split(os.Getenv("REDIS_SENTINEL_DATA"), ",") {
-		s.data = append(s.data, newNode(t, a))
+		s.data = append(s.data, redistest.NewNode(t, a))
 	}
 	return s
 }
@@ -1077,7 +1015,7 @@ func (s *foSentinel) roles(t *testing.T) (p node, replicas []node) {
 			replicas = append(replicas, n)
 		}
 	}
-	require.NotEmpty(t, p.addr, "no primary")
+	require.NotEmpty(t, p.Addr, "no primary")
 	return p, replicas
 }
 
@@ -1087,13 +1025,13 @@ func (s *foSentinel) roles(t *testing.T) (p node, replicas []node) {
 func (s *foSentinel) unhealthy() string {
 	var p node
 	for _, n := range s.data {
-		info, err := n.info("replication")
+		info, err := n.Info("replication")
 		if err != nil {
-			return n.addr + ": " + err.Error()
+			return n.Addr + ": " + err.Error()
 		}
 		switch info["role"] {
 		case "master":
-			if p.addr != "" {
+			if p.Addr != "" {
 				return "two primaries"
 			}
 			p = n
@@ -1103,54 +1041,39 @@ func (s *foSentinel) unhealthy() string {
 			}
 		default:
 			if info["master_link_status"] != "up" || info["master_sync_in_progress"] != "0" {
-				return n.addr + ": replica link down or syncing"
+				return n.Addr + ": replica link down or syncing"
 			}
 		}
 	}
-	if p.addr == "" {
+	if p.Addr == "" {
 		return "no primary"
 	}
 	for _, sn := range s.sentinels {
 		addr, err := foDo(sn, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.master).AsStrSlice()
-		if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != p.addr {
-			return sn.addr + " names another primary"
+		if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != p.Addr {
+			return sn.Addr + " names another primary"
 		}
 		mm, err := foDo(sn, "SENTINEL", "MASTER", s.master).AsStrMap()
 		if err != nil {
-			return sn.addr + ": " + err.Error()
+			return sn.Addr + ": " + err.Error()
 		}
 		if mm["flags"] != "master" || mm["num-slaves"] != "2" || mm["num-other-sentinels"] != "2" {
-			return fmt.Sprintf("%s: flags %s, %s replicas, %s other sentinels", sn.addr, mm["flags"],
+			return fmt.Sprintf("%s: flags %s, %s replicas, %s other sentinels", sn.Addr, mm["flags"],
 				mm["num-slaves"], mm["num-other-sentinels"])
 		}
 		reps, err := foDo(sn, "SENTINEL", "REPLICAS", s.master).ToArray()
 		if err != nil {
-			return sn.addr + ": " + err.Error()
+			return sn.Addr + ": " + err.Error()
 		}
 		for _, rv := range reps {
 			rm, err := rv.AsStrMap()
 			if err != nil || rm["flags"] != "slave" || rm["master-link-status"] != "ok" {
-				return fmt.Sprintf("%s: replica %s:%s flags %s link %s", sn.addr, rm["ip"], rm["port"],
+				return fmt.Sprintf("%s: replica %s:%s flags %s link %s", sn.Addr, rm["ip"], rm["port"],
 					rm["flags"], rm["master-link-status"])
 			}
 		}
 	}
 	return ""
-}
-
-func (s *foSentinel) waitHealthy(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		why := s.unhealthy()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Sentinel deployment is not steady after %v: %s", d, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // foEvents records every sentinel's events (PSUBSCRIBE *).
@@ -1241,7 +1164,7 @@ func (e *foEvents) waitFor(ch, sentinel string, t0 time.Time, d time.Duration) (
 func (e *foEvents) switches(t0 time.Time) string {
 	var s []string
 	for _, ev := range e.find("+switch-master", "", t0) {
-		s = append(s, fmt.Sprintf("%s +%v", ev.sentinel, foMs(ev.at.Sub(t0))))
+		s = append(s, fmt.Sprintf("%s +%v", ev.sentinel, redistest.Ms(ev.at.Sub(t0))))
 	}
 	if len(s) == 0 {
 		return "none"
@@ -1316,7 +1239,7 @@ func foDur(d time.Duration) string {
 	if d < 0 {
 		return "never"
 	}
-	return "+" + foMs(d)
+	return "+" + redistest.Ms(d)
 }
 
 // TestFailover_sentinelInSync: a hold (WatchdogTimeout 6s) and a waiter across SENTINEL
@@ -1326,9 +1249,9 @@ func foDur(d time.Duration) string {
 // whether the hold survived, and the handoff to the waiter afterwards.
 func TestFailover_sentinelInSync(t *testing.T) {
 	s := foSentinelFromEnv(t)
-	for round := range foTrials("RLOCK_FAILOVER_ROUNDS", 2) {
+	for round := range redistest.Trials("RLOCK_FAILOVER_ROUNDS", 2) {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
-			s.waitHealthy(t, 40*time.Second)
+			redistest.WaitHealthy(t, "the Sentinel deployment", 40*time.Second, s.unhealthy)
 			events := s.watchEvents(t)
 			const lease = 6 * time.Second
 			prefix := foPrefix()
@@ -1344,7 +1267,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 
 			h, err := holder.NewMutex("insync").Lock(bg)
 			require.NoError(t, err)
-			watch := foWatchCtx(h)
+			watch := redistest.WatchCtx(h)
 			type result struct {
 				h   context.Context
 				at  time.Time
@@ -1366,8 +1289,8 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				foWaitInSync(t, p, r)
 			}
 
-			targets := map[string]*foTarget{"holder": foWatchTarget(t, holderRC, p.addr),
-				"waiter": foWatchTarget(t, waiterRC, p.addr), "refresh 1s": foWatchTarget(t, refreshRC, p.addr)}
+			targets := map[string]*foTarget{"holder": foWatchTarget(t, holderRC, p.Addr),
+				"waiter": foWatchTarget(t, waiterRC, p.Addr), "refresh 1s": foWatchTarget(t, refreshRC, p.Addr)}
 			start := time.Now()
 			require.NoError(t, foDo(s.sentinels[0], "SENTINEL", "FAILOVER", s.master).Error())
 			// Until every client moved and the old primary is a replica, or 30s.
@@ -1393,10 +1316,10 @@ func TestFailover_sentinelInSync(t *testing.T) {
 					newP = r
 				}
 			}
-			require.NotEmpty(t, newP.addr, "no replica was promoted")
+			require.NotEmpty(t, newP.Addr, "no replica was promoted")
 			// Two renewal periods on the new primary.
 			time.Sleep(2 * lease / 3)
-			_, lost := watch.ended()
+			_, lost := watch.Ended()
 			owners, err := foDo(newP, "HKEYS", prefix+":{insync}").AsStrSlice()
 			require.NoError(t, err)
 			promoted, _ := events.waitFor("+promoted-slave", "", start, 0)
@@ -1405,7 +1328,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				moves = append(moves, fmt.Sprintf("%s %s", name, foDur(targets[name].since(start))))
 			}
 			t.Logf("SENTINEL FAILOVER %s -> %s: +promoted-slave %s; +switch-master: %s; old primary a replica %s; "+
-				"rueidis clients moved: %s", p.addr, newP.addr, foDur(promoted.at.Sub(start)), events.switches(start),
+				"rueidis clients moved: %s", p.Addr, newP.Addr, foDur(promoted.at.Sub(start)), events.switches(start),
 				foDur(demoted), strings.Join(moves, ", "))
 			t.Logf("hold: lost %v (%v); owners on the new primary %v; holder's log: %s", lost, context.Cause(h), owners,
 				holderLog.since(start))
@@ -1438,7 +1361,7 @@ func TestFailover_sentinelInSync(t *testing.T) {
 				}
 				return true
 			}, 5*time.Second, 20*time.Millisecond, "channels left behind")
-			s.waitHealthy(t, 40*time.Second)
+			redistest.WaitHealthy(t, "the Sentinel deployment", 40*time.Second, s.unhealthy)
 		})
 	}
 }
@@ -1455,7 +1378,7 @@ func TestFailover_sentinelLagging_watchdog30s(t *testing.T) { foSentinelLagging(
 
 func foSentinelLagging(t *testing.T, lease time.Duration) {
 	s := foSentinelFromEnv(t)
-	trials := foTrials("RLOCK_FAILOVER_SENTINEL_TRIALS", 3)
+	trials := redistest.Trials("RLOCK_FAILOVER_SENTINEL_TRIALS", 3)
 	prefix := foPrefix()
 	var firstLog, secondLog foLog
 	firstRC, secondRC := s.client(t, 0), s.client(t, 0)
@@ -1469,7 +1392,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 	doubles := 0
 	var seconds, losses []time.Duration
 	for i := range trials {
-		s.waitHealthy(t, 60*time.Second)
+		redistest.WaitHealthy(t, "the Sentinel deployment", 60*time.Second, s.unhealthy)
 		events := s.watchEvents(t)
 		p, reps := s.roles(t)
 		name := fmt.Sprintf("lag%d", i)
@@ -1477,7 +1400,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
 		var pids []int
 		for _, r := range reps {
-			pids = append(pids, r.pid(t))
+			pids = append(pids, r.PID(t))
 		}
 		for _, pid := range pids {
 			foSignal(t, pid, syscall.SIGSTOP)
@@ -1497,8 +1420,8 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		require.EqualValues(t, 2, killed)
 		h, err := first.NewMutex(name).Lock(bg) // (the hold context derives from the one given)
 		require.NoError(t, err)
-		watch := foWatchCtx(h)
-		targets := map[string]*foTarget{"first": foWatchTarget(t, firstRC, p.addr), "second": foWatchTarget(t, secondRC, p.addr)}
+		watch := redistest.WatchCtx(h)
+		targets := map[string]*foTarget{"first": foWatchTarget(t, firstRC, p.Addr), "second": foWatchTarget(t, secondRC, p.Addr)}
 
 		start := time.Now()
 		require.NoError(t, foDo(s.sentinels[0], "SENTINEL", "FAILOVER", s.master).Error())
@@ -1525,19 +1448,19 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 				if err == nil {
 					at := time.Now()
 					secondAt = at.Sub(start)
-					lostAt, lost := watch.ended()
+					lostAt, lost := watch.Ended()
 					double = !lost || lostAt.After(at)
 				} else {
 					hs, secondErr = nil, err
 				}
 			}
-			if _, lost := watch.ended(); lost && hs != nil && demoted >= 0 {
+			if _, lost := watch.Ended(); lost && hs != nil && demoted >= 0 {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		var lossAt time.Duration = -1
-		if at, lost := watch.ended(); lost {
+		if at, lost := watch.Ended(); lost {
 			lossAt = at.Sub(start)
 			losses = append(losses, lossAt)
 		}
@@ -1550,7 +1473,7 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		newP, _ := s.roles(t)
 		t.Logf("trial %d (%s -> %s): +switch-master %s; old primary a replica %s; first client moved %s, second %s; "+
 			"second acquired %s (last error before: %v); first told of the loss %s (%v); double grant: %v",
-			i, p.addr, newP.addr, events.switches(start), foDur(demoted), foDur(targets["first"].since(start)),
+			i, p.Addr, newP.Addr, events.switches(start), foDur(demoted), foDur(targets["first"].since(start)),
 			foDur(targets["second"].since(start)), foDur(secondAt), secondErr, foDur(lossAt), context.Cause(h), double)
 		t.Logf("trial %d logs: first: %s; second: %s", i, firstLog.since(start), secondLog.since(start))
 		if lossAt >= 0 {
@@ -1566,6 +1489,6 @@ func foSentinelLagging(t *testing.T, lease time.Duration) {
 		}
 	}
 	t.Logf("WatchdogTimeout %v, %d trials: double grants %d of %d; second acquired after the failover: %s; "+
-		"first told of the loss: %s", lease, trials, doubles, trials, foStats(seconds), foStats(losses))
-	s.waitHealthy(t, 60*time.Second)
+		"first told of the loss: %s", lease, trials, doubles, trials, redistest.DurationStats(seconds), redistest.DurationStats(losses))
+	redistest.WaitHealthy(t, "the Sentinel deployment", 60*time.Second, s.unhealthy)
 }

@@ -1,4 +1,4 @@
-package rlock_test
+package chaos_test
 
 // TestChaos: 3 processes × 8 goroutines take 5 locks in every way the API allows while the test
 // kills Redis connections (CLIENT KILL TYPE normal / pubsub) every 20-300 ms:
@@ -76,8 +76,11 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock"
 	"go.uber.org/goleak"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
 var (
@@ -134,7 +137,7 @@ var chaosOps = []string{
 // TestChaos runs the chaos test for both lock families (plain, fair) and both wait strategies,
 // each for -chaos.duration.
 func TestChaos(t *testing.T) {
-	needsThrowaway(t)
+	redistest.NeedsThrowaway(t)
 	for _, kind := range []string{"plain", "fair"} {
 		t.Run(kind, func(t *testing.T) {
 			for _, wait := range []string{"pubsub", "spin"} {
@@ -146,17 +149,17 @@ func TestChaos(t *testing.T) {
 
 // runChaos runs one configuration: children, killer and monitor, then the checks and report.
 func runChaos(t *testing.T, kind, wait string) {
-	e := newEnv(t)
-	r := newChaosRun(e.prefix)
+	e := redistest.NewEnv(t)
+	r := newChaosRun(e.Prefix)
 	var killers []node // connections of their own: CLIENT KILL spares the connection that sends it
-	for _, a := range e.dep.Data {
-		killers = append(killers, newNode(t, a))
+	for _, a := range e.Dep.Data {
+		killers = append(killers, redistest.NewNode(t, a))
 	}
-	monitorRC := e.rueidis()
+	monitorRC := e.Rueidis()
 
-	children := make([]*child, chaosProcs)
+	children := make([]*redistest.Child, chaosProcs)
 	for p := range children {
-		children[p] = startChild(t, "chaos", "PREFIX="+e.prefix, "KIND="+kind, "WAIT="+wait,
+		children[p] = redistest.StartChild(t, "chaos", "PREFIX="+e.Prefix, "KIND="+kind, "WAIT="+wait,
 			"DURATION="+chaosDuration.String(), "WATCHDOG="+chaosWatchdog.String(),
 			"FAIRWAIT="+chaosFairWait.String(), "PROC="+strconv.Itoa(p))
 	}
@@ -177,14 +180,14 @@ func runChaos(t *testing.T, kind, wait string) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			for c.out.Scan() {
-				r.line(c.out.Text())
+			for c.Out.Scan() {
+				r.line(c.Out.Text())
 			}
-			if err := c.out.Err(); err != nil {
+			if err := c.Out.Err(); err != nil {
 				r.parseError(fmt.Sprintf("child %d: reading its log: %v", p, err))
-				_ = c.cmd.Process.Kill() // it may block on a full pipe
+				_ = c.Cmd.Process.Kill() // it may block on a full pipe
 			}
-			exits[p] = c.cmd.Wait()
+			exits[p] = c.Cmd.Wait()
 		}()
 	}
 	readersDone := make(chan struct{})
@@ -194,7 +197,7 @@ func runChaos(t *testing.T, kind, wait string) {
 	case <-time.After(*chaosDuration + chaosChildGrace + 15*time.Second):
 		t.Errorf("children did not exit within %v of the end of the run: killing them", chaosChildGrace+15*time.Second)
 		for _, c := range children {
-			_ = c.cmd.Process.Kill()
+			_ = c.Cmd.Process.Kill()
 		}
 		<-readersDone
 	}
@@ -633,7 +636,7 @@ func (r *chaosRun) kill(nodes []node, stop <-chan struct{}) {
 		}
 		for _, n := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			k, err := n.rc.Do(ctx, n.rc.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
+			k, err := n.RC.Do(ctx, n.RC.B().Arbitrary("CLIENT", "KILL", "TYPE", types[i%2]).Build()).AsInt64()
 			cancel()
 			if err != nil {
 				r.killErrs.Add(1)
@@ -648,7 +651,7 @@ func (r *chaosRun) kill(nodes []node, stop <-chan struct{}) {
 // chaosSnapshot is what one monitor tick read from Redis.
 type chaosSnapshot struct {
 	held    map[string][]string // lock name -> owners (semaphore: hold ids) holding it (live lease)
-	semBook []string            // semaphore hashes whose "\x01u" disagrees with their holds
+	semBook []string            // semaphore hashes whose wire.FieldUsed disagrees with their holds
 }
 
 // monitor reads every lock every chaosTick until stop is closed and tracks owners that Redis
@@ -658,7 +661,7 @@ type chaosSnapshot struct {
 // What it reads (the layout of each kind): a mutex's hash P:{name} has a field per owner; a
 // read-write mutex's hash has fields "r:<owner>" and "w:<owner>", and its zset P:{name}:leases
 // the lease end (server ms) of each; a semaphore's hash has a field per hold (its permits) and
-// "\x01u" (permits in use), and its leases zset the lease end of each hold. Fields that start
+// wire.FieldUsed (permits in use), and its leases zset the lease end of each hold. Fields that start
 // with NUL or \x01 are internal. A hold counts while its lease has not run out (a field with no
 // lease counts too).
 func (r *chaosRun) monitor(rc rueidis.Client, stop <-chan struct{}) {
@@ -758,7 +761,7 @@ func chaosRead(res []rueidis.RedisResult) (*chaosSnapshot, error) {
 			}
 		}
 		if l.kind == chaosSem {
-			if u, ok := fields["\x01u"]; ok && u != strconv.FormatInt(sum, 10) {
+			if u, ok := fields[wire.FieldUsed]; ok && u != strconv.FormatInt(sum, 10) {
 				snap.semBook = append(snap.semBook, fmt.Sprintf("%s: permits in use %q, its holds have %d: %q", l.name, u, sum, fields))
 			}
 		}
@@ -1181,7 +1184,7 @@ func runChaosChild() int {
 		return 2
 	}
 	clientName := fmt.Sprintf("rlock-chaos-%s-%d", os.Getenv("PREFIX"), proc)
-	d, err := rlock.DeploymentFromEnv()
+	d, err := redistest.DeploymentFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
@@ -1249,7 +1252,7 @@ func runChaosChild() int {
 			fmt.Fprintf(os.Stderr, "chaos child %d: after Close: %v\n", proc, left)
 			return 4
 		}
-		if err := goleak.Find(goroutinesBefore, ignoreRueidisRefresh, ignoreRueidisReplaced); err != nil {
+		if err := goleak.Find(append([]goleak.Option{goroutinesBefore}, redistest.IgnoreRueidisRefresh...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos child %d: goroutines left after Close: %v\n", proc, err)
 			return 4
 		}
@@ -1269,7 +1272,7 @@ func runChaosChild() int {
 
 // chaosRueidis connects to d with client name name on every connection, retrying for a while:
 // the parent's killer may already be closing connections, the first one included.
-func chaosRueidis(d rlock.Deployment, name string) (rueidis.Client, error) {
+func chaosRueidis(d redistest.Deployment, name string) (rueidis.Client, error) {
 	o := d.ClientOption()
 	o.ClientName = name
 	var err error
@@ -1287,7 +1290,7 @@ func chaosRueidis(d rlock.Deployment, name string) (rueidis.Client, error) {
 // that a data node of d shows subscribed to anything, nil when there are none. An UNSUBSCRIBE
 // sent by Close may still be on its way: it asks each node again, until it answers with none
 // of them, for up to 3 s (also through the killer's kills).
-func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
+func chaosSubscriptionsLeft(d redistest.Deployment, name string) error {
 	pending := map[string]*node{} // nil until connected
 	for _, a := range d.Data {
 		pending[a] = nil
@@ -1295,7 +1298,7 @@ func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
 	defer func() {
 		for _, n := range pending {
 			if n != nil {
-				n.rc.Close()
+				n.RC.Close()
 			}
 		}
 	}()
@@ -1304,7 +1307,7 @@ func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
 		var errs []error
 		for a, n := range pending {
 			if n == nil {
-				c, err := openNode(a)
+				c, err := redistest.OpenNode(a)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", a, err))
 					continue
@@ -1313,7 +1316,7 @@ func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
 				pending[a] = n
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			list, err := n.rc.Do(ctx, n.rc.B().ClientList().Build()).ToString()
+			list, err := n.RC.Do(ctx, n.RC.B().ClientList().Build()).ToString()
 			cancel()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", a, err))
@@ -1333,7 +1336,7 @@ func chaosSubscriptionsLeft(d rlock.Deployment, name string) error {
 				}
 			}
 			if len(subscribed) == 0 {
-				n.rc.Close()
+				n.RC.Close()
 				delete(pending, a)
 				continue
 			}

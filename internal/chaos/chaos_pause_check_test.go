@@ -1,4 +1,4 @@
-package rlock_test
+package chaos_test
 
 import (
 	"strings"

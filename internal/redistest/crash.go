@@ -1,0 +1,66 @@
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Crash kills the server n (SIGKILL) and returns a function that starts it again as it was,
+// without its data (the tests' servers persist nothing); its replicas then sync from it (see
+// Deployed.WaitSteady). It needs the command line that scripts/with-*.sh record in the
+// server's directory (see run_server there, and StartServer, which scripts/with-redis.sh uses),
+// and skips t without it; the script stops the new process by its pidfile, so the test binary
+// does not wait for it. A server this process started has Kill and Start instead.
+func Crash(t *testing.T, n Node) (restart func()) {
+	t.Helper()
+	get := func(name string) string {
+		kv, err := n.Do(t, "CONFIG", "GET", name).AsStrMap()
+		require.NoError(t, err)
+		return kv[name]
+	}
+	raw, err := os.ReadFile(filepath.Join(get("dir"), "args"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("restarts %s, whose command line is unknown: start it with scripts/with-*.sh", n.Addr)
+	}
+	require.NoError(t, err)
+	args := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	// Settings the scripts change once the deployment is up.
+	later := []string{"repl-ping-replica-period", get("repl-ping-replica-period")}
+	if info, err := n.Info("cluster"); err == nil && info["cluster_enabled"] == "1" {
+		later = append(later, "cluster-node-timeout", get("cluster-node-timeout"))
+	}
+	pid := n.PID(t)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil || zombie(pid) }, 5*time.Second, time.Millisecond)
+	var once bool
+	return func() {
+		t.Helper()
+		if once {
+			return
+		}
+		once = true
+		require.NoError(t, exec.Command(args[0], args[1:]...).Start())
+		require.Eventually(t, func() bool { return n.Do(t, "PING").Error() == nil }, 10*time.Second, 10*time.Millisecond,
+			"%s did not start again", n.Addr)
+		require.NoError(t, n.Do(t, append([]string{"CONFIG", "SET"}, later...)...).Error())
+	}
+}
+
+// zombie reports whether process pid has exited but is not reaped yet.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return strings.HasPrefix(rest, "Z")
+}
