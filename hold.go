@@ -217,7 +217,7 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h.furthest.Store(e)
 	}
 	ctx := c.holdContext(parent, lk, h, a.token, end)
-	sh.unlock()
+	sh.unlockAndDeliver()
 	return ctx, nil
 }
 

@@ -262,7 +262,7 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 			l.settled, l.outcome = true, err
 		}
 		l.unlock, l.unlockHold, l.unlockCtx = pendingRelease{}, nil, nil
-		sh.unlock()
+		sh.unlockAndDeliver()
 	}
 	return nil
 }

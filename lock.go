@@ -426,7 +426,7 @@ func (lk *lock) holds() []*hold {
 func (lk *lock) loseHolds(hs []*hold) {
 	sh := lk.sh
 	sh.mu.Lock()
-	defer sh.unlock()
+	defer sh.unlockAndDeliver()
 	for _, h := range hs {
 		if sh.holds[holdKey{h.key, h.owner}] == h {
 			lk.c.lose(sh, h)

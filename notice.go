@@ -222,7 +222,7 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 						"lock", h.lk.name, "owner", h.owner)
 					c.lose(sh, h)
 				}
-				sh.unlock()
+				sh.unlockAndDeliver()
 			}
 		}
 	}

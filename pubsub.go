@@ -230,7 +230,9 @@ func (c *Client) subscribe(sh *shard, channel string) *subscription {
 		return s
 	}
 	s := &subscription{c: c, sh: sh, channel: channel, refs: 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancel(c.ctx)
+	// Not derived from c.ctx: a child of a cancellable context is registered under that
+	// context's mutex, one for the whole client. Close cancels it in its sweep of the shards.
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if sh.subs == nil {
 		sh.subs = make(map[string]*subscription)
 	}

@@ -118,6 +118,9 @@ func (c *Client) Close() error {
 	// Taking every shard's mutex after closed is set also waits out any subscribe or register
 	// that saw the client open: its wg.Add or hold is in before wg.Wait and this sweep.
 	c.each(func(sh *shard) {
+		for _, s := range sh.subs {
+			s.cancel() // its waiters see c.ctx end and let go of it
+		}
 		for _, h := range sh.holds {
 			sh.holdEnded(h, ErrClosed)
 			h.end(ErrClosed)

@@ -25,7 +25,7 @@ type shard struct {
 	retiring map[string]chan struct{} // channel -> closed when its old subscription is gone
 	yielding map[string]time.Time     // lock key -> end of its courtesy window (see courtesy)
 	arrivals map[holdKey]int          // fair waiters that may miss a wake-up, by channel and owner (see arrive)
-	events   []Event                  // for the observer, delivered once mu is released (see unlock)
+	events   []Event                  // for the observer, delivered once mu is released (see unlockAndDeliver)
 	spare    *lane                    // a forgotten lane that laneOf reuses (saves two allocations)
 	obs      Observer                 // the client's Observer; nil: none
 
@@ -42,9 +42,9 @@ func (c *Client) shardOf(key string) *shard {
 	return &c.shards[h&(shardCount-1)]
 }
 
-// unlock releases sh.mu, then delivers the observer events queued while it was held, in the
-// order they were queued.
-func (sh *shard) unlock() {
+// unlockAndDeliver releases sh.mu, then delivers the observer events queued while it was
+// held, in the order they were queued.
+func (sh *shard) unlockAndDeliver() {
 	if len(sh.events) == 0 {
 		sh.mu.Unlock()
 		return
@@ -64,6 +64,6 @@ func (c *Client) each(f func(sh *shard)) {
 		sh := &c.shards[i]
 		sh.mu.Lock()
 		f(sh)
-		sh.unlock()
+		sh.unlockAndDeliver()
 	}
 }

@@ -82,7 +82,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 	})
 
 	sh.mu.Lock()
-	defer sh.unlock()
+	defer sh.unlockAndDeliver()
 	if h != nil {
 		h.releasing--
 	}

@@ -408,7 +408,7 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 		sh := h.lk.sh
 		sh.mu.Lock()
 		c.renewedOne(sh, h, renewed[i] == 1, end)
-		sh.unlock()
+		sh.unlockAndDeliver()
 	}
 	return true
 }
