@@ -433,3 +433,11 @@ func (lk *lock) loseHolds(hs []*hold) {
 		}
 	}
 }
+
+// checkName returns nil for a valid lock name, else an error wrapping ErrInvalid.
+func checkName(name string) error {
+	if err := wire.CheckName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}

@@ -1,10 +1,6 @@
 package rlock
 
-import (
-	"fmt"
-
-	"github.com/rlock-go/rlock/internal/wire"
-)
+import "github.com/rlock-go/rlock/internal/wire"
 
 // script returns the variant of s that c runs: sharded pub/sub on a cluster, and with c's
 // Options.RestartGrace, if set (made once per client and script).
@@ -18,12 +14,4 @@ func (c *Client) script(s wire.Script) wire.Variant {
 	}
 	g, _ := c.gracedScripts.LoadOrStore(v.SHA1(), v.WithGrace(c.graceMs))
 	return g.(wire.Variant)
-}
-
-// checkName returns nil for a valid lock name, else an error wrapping ErrInvalid.
-func checkName(name string) error {
-	if err := wire.CheckName(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
 }
