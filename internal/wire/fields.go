@@ -6,8 +6,8 @@ package wire
 //
 //   - "\x00<client><owner>": the replay record of the last request of a client (the first 12
 //     bytes of its request ids) for an owner, "<request id>:<count>" (lib.lua marker/record).
-//   - the fields below, "\x01" and a letter. The scripts write them as Lua literals ('\1k');
-//     fields_test.go checks that the scripts use exactly these.
+//   - the fields below, "\x01" and a letter. The scripts use lib.lua's FIELD_KIND, FIELD_GRANT,
+//     ... (lib.lua alone spells them); fields_test.go checks the two agree.
 const (
 	// FieldKind is the kind of lock the hash is: "rw" (RWMutex) or "sem" (Semaphore); a
 	// Mutex's hash has none. A script given a hash of another kind raises WRONGTYPE.

@@ -65,7 +65,7 @@ entry = queueEntry(owner, req, ARGV[8], ARGV[5])
 do
   -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.) One HMGET
   -- reads the owner's count, its replay record, the kind and the grant record.
-  local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), '\1k', '\1g')
+  local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), FIELD_KIND, FIELD_GRANT)
   local n
   if owner == req and held[1] then
     n = tonumber(held[1]) -- an owner made for this request: any hold of it is the request's

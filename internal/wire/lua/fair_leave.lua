@@ -10,13 +10,13 @@
 -- type raises with nothing changed.
 local H, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, req = ARGV[1], ARGV[2]
-local held = redis.call('hmget', H, owner, '\1g', '\1k')
+local held = redis.call('hmget', H, owner, FIELD_GRANT, FIELD_KIND)
 mustBeKind(H, '', held[3])
 redis.call('llen', Q)
 redis.call('zcard', D)
 local removed = leaveQueue(Q, D, queueEntry(owner, req, ARGV[3], ARGV[4]))
 if held[1] and held[2] == req then
-  redis.call('hdel', H, '\1g')
+  redis.call('hdel', H, FIELD_GRANT)
   if tonumber(held[1]) > 1 then
     redis.call('hincrby', H, owner, -1) -- re-entered meanwhile by the owner elsewhere
   else

@@ -14,7 +14,7 @@ end
 if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
-mustBeKind(KEYS[1], '', redis.call('hget', KEYS[1], '\1k'))
+mustBeKind(KEYS[1], '', redis.call('hget', KEYS[1], FIELD_KIND))
 if ARGV[2] ~= '1' then
   redis.call('del', KEYS[1])
   redis.call(PUBLISH, KEYS[2], ARGV[1])

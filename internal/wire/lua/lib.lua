@@ -1,14 +1,19 @@
 -- lib.lua: helpers every script shares. Each script Redis runs is this file, a newline, and the
--- script's own file (with leases.lua between them for the kinds with per-hold leases). Every
+-- script's own file, with the preludes of its kind between them (queue.lua for the queued
+-- kinds; leases.lua and rw.lua or sem.lua for RWMutex and Semaphore; see scripts.go). Every
 -- function here is made anew on each run (about 0.03 us each), so only what several scripts
--- need belongs here.
+-- need belongs here, and composition drops those a script does not call.
+
+-- The special fields of a lock's hash, the only place the scripts spell them; what each holds
+-- is in fields.go. Hold fields never start with a control character, so they cannot clash.
+local FIELD_KIND, FIELD_GRANT, FIELD_WRITER, FIELD_PERMITS, FIELD_USED = '\1k', '\1g', '\1w', '\1p', '\1u'
 
 -- PUBLISH publishes wake-ups on a lock's channel. On a Redis Cluster the scripts run with
 -- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).
 local PUBLISH = 'publish'
 
 -- GRACE is Options.RestartGrace in milliseconds: a server up for less than that grants no new
--- hold. A client with a grace runs the scripts with this line changed (see Client.graceLine).
+-- hold. A client with a grace runs the scripts with this line changed (see Variant.WithGrace).
 local GRACE = 0
 
 -- graceLeft returns how many milliseconds this server must still be up before it may grant a
@@ -61,7 +66,7 @@ end
 -- record and the kind. An owner made for the request (its id is the request id) is held by
 -- nobody else and writes no record: any hold of it is req's.
 local function replayed(key, field, owner, req)
-  local held = redis.call('hmget', key, field, marker(req, owner), '\1k')
+  local held = redis.call('hmget', key, field, marker(req, owner), FIELD_KIND)
   if owner == req and held[1] then
     return tonumber(held[1]), held
   end
@@ -97,7 +102,7 @@ end
 -- nothing; a repeated request its recorded count), or nil when the last hold must go, which
 -- the caller does (and nothing is written then).
 local function releaseHold(H, owner, req)
-  local held = redis.call('hmget', H, owner, marker(req, owner), '\1k')
+  local held = redis.call('hmget', H, owner, marker(req, owner), FIELD_KIND)
   mustBeKind(H, '', held[3])
   local n = recorded(held[2], req)
   if n then

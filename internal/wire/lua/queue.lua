@@ -129,7 +129,7 @@ local function handOver(H, Q, D, C, F, t)
   end
   redis.call('del', H)
   local tok = fence(fenced == '1' and F, true)
-  redis.call('hset', H, owner, 1, '\1g', req)
+  redis.call('hset', H, owner, 1, FIELD_GRANT, req)
   redis.call('pexpire', H, claim)
   redis.call('lpop', Q)
   redis.call('zrem', D, head)

@@ -11,9 +11,9 @@ local function dropLapsedRW(H, L, t, dead)
     redis.call('zremrangebyscore', L, '-inf', t)
   end
   for _, m in ipairs(dead) do
-    redis.call('hdel', H, m, '\1g' .. m)
+    redis.call('hdel', H, m, FIELD_GRANT .. m)
     if string.sub(m, 1, 2) == 'w:' then
-      redis.call('hdel', H, '\1w')
+      redis.call('hdel', H, FIELD_WRITER)
     end
   end
   return #dead
@@ -44,7 +44,7 @@ local function grantRW(H, L, Q, D, C, F, t, known)
   if known then
     writer, held = known.writer, known.held
   else
-    writer = redis.call('hget', H, '\1w')
+    writer = redis.call('hget', H, FIELD_WRITER)
   end
   if writer then
     return 0
@@ -52,9 +52,9 @@ local function grantRW(H, L, Q, D, C, F, t, known)
   local function give(e, field, req, claim, tok, w)
     redis.call('hincrby', H, field, 1)
     if w then
-      redis.call('hset', H, '\1g' .. field, req, '\1k', 'rw', '\1w', w)
+      redis.call('hset', H, FIELD_GRANT .. field, req, FIELD_KIND, 'rw', FIELD_WRITER, w)
     else
-      redis.call('hset', H, '\1g' .. field, req, '\1k', 'rw')
+      redis.call('hset', H, FIELD_GRANT .. field, req, FIELD_KIND, 'rw')
     end
     redis.call('zadd', L, 'GT', t + claim, field)
     redis.call('lrem', Q, 1, e)

@@ -49,9 +49,9 @@ if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
   local t = now()
   local rec = owner ~= req and marker(req, owner)
   if acc == 'w' then
-    redis.call('hset', H, field, 1, '\1k', 'rw', '\1w', owner, rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_WRITER, owner, rec or field, rec and req .. ':1' or 1)
   else
-    redis.call('hset', H, field, 1, '\1k', 'rw', rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', rec or field, rec and req .. ':1' or 1)
   end
   redis.call('zadd', L, t + lease, field)
   redis.call('pexpire', H, lease)
@@ -63,8 +63,8 @@ local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 -- One HMGET reads every field of the hash this call needs: kind, this request's grant, the
 -- hold count of this kind, the replay record, the owner's holds of both kinds, the writer.
 local function fields()
-  return redis.call('hmget', H, '\1k', '\1g' .. field, field, marker(req, owner), 'r:' .. owner,
-    'w:' .. owner, '\1w')
+  return redis.call('hmget', H, FIELD_KIND, FIELD_GRANT .. field, field, marker(req, owner), 'r:' .. owner,
+    'w:' .. owner, FIELD_WRITER)
 end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
@@ -156,9 +156,9 @@ local function bound()
 end
 
 local function take(new)
-  local set = {'hset', H, field, 1, '\1k', 'rw'}
+  local set = {'hset', H, field, 1, FIELD_KIND, 'rw'}
   if acc == 'w' then
-    set[#set + 1], set[#set + 2] = '\1w', owner
+    set[#set + 1], set[#set + 2] = FIELD_WRITER, owner
   end
   if owner ~= req then
     set[#set + 1], set[#set + 2] = marker(req, owner), req .. ':1' -- its record (see record)

@@ -7,7 +7,7 @@
 -- Returns 1 when the lock was held, 0 when not. Raises WRONGTYPE, deleting nothing, when a
 -- key has another type.
 local H, L, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
+mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
 local held = redis.call('zcard', L) > 0
 if ARGV[1] == 'fair' then
   redis.call('llen', Q)

@@ -5,7 +5,7 @@
 -- owner's read holds, its write holds}, counting only holds whose lease has not ended.
 -- Raises WRONGTYPE when a key has another type.
 local H, L, owner = KEYS[1], KEYS[2], ARGV[1]
-mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
+mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
 local t = now()
 local writer, readers = 0, 0
 for _, m in ipairs(redis.call('zrangebyscore', L, '(' .. t, '+inf')) do

@@ -13,13 +13,13 @@
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, acc, fair, req = ARGV[1], ARGV[2], ARGV[3] == 'fair', ARGV[4]
 local field = acc .. ':' .. owner
-mustBeKind(H, 'rw', redis.call('hget', H, '\1k'))
+mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
 
 if not fair then
   if acc ~= 'w' or redis.call('zrem', W, owner) == 0 then
     return 0
   end
-  if redis.call('zcard', W) == 0 and not redis.call('hget', H, '\1w') then
+  if redis.call('zcard', W) == 0 and not redis.call('hget', H, FIELD_WRITER) then
     redis.call(PUBLISH, C, '*') -- readers it held back
   end
   return 1
@@ -33,9 +33,9 @@ end
 local t = now()
 dropLapsedRW(H, L, t)
 local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6]))
-local granted = redis.call('hmget', H, '\1g' .. field, field)
+local granted = redis.call('hmget', H, FIELD_GRANT .. field, field)
 if granted[1] == req and granted[2] then
-  redis.call('hdel', H, '\1g' .. field)
+  redis.call('hdel', H, FIELD_GRANT .. field)
   if tonumber(granted[2]) > 1 then
     redis.call('hincrby', H, field, -1) -- re-entered meanwhile by the owner elsewhere
     return 1
@@ -43,7 +43,7 @@ if granted[1] == req and granted[2] then
   redis.call('hdel', H, field)
   redis.call('zrem', L, field)
   if acc == 'w' then
-    redis.call('hdel', H, '\1w')
+    redis.call('hdel', H, FIELD_WRITER)
   end
   expireWith(H, L, t, 0)
   removed = true

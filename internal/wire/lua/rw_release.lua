@@ -28,7 +28,7 @@ local field = acc .. ':' .. owner
 -- One HMGET: kind, this hold count, the replay record, the owner's counts of both kinds, the
 -- writer.
 local function fields()
-  return redis.call('hmget', H, '\1k', field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, '\1w')
+  return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER)
 end
 local got = fields()
 mustBeKind(H, 'rw', got[1])
@@ -80,9 +80,9 @@ end
 
 mine[acc] = 0
 local left = total()
-local gone = {'hdel', H, field, '\1g' .. field}
+local gone = {'hdel', H, field, FIELD_GRANT .. field}
 if acc == 'w' then
-  gone[#gone + 1] = '\1w'
+  gone[#gone + 1] = FIELD_WRITER
 end
 if left == 0 then
   gone[#gone + 1] = marker(req, owner)

@@ -5,7 +5,7 @@
 -- returns the permits still held and how many holds lapsed. used: the hash's permits in use,
 -- and dead: the holds whose lease ended (ZRANGEBYSCORE L -inf t), if the caller read them.
 local function dropLapsedSem(H, L, t, used, dead)
-  used = used or tonumber(redis.call('hget', H, '\1u') or '0')
+  used = used or tonumber(redis.call('hget', H, FIELD_USED) or '0')
   if not dead then
     dead = lapsed(L, t)
   elseif #dead > 0 then
@@ -33,9 +33,9 @@ local function keepSem(H, L, Q, D, t, used, permits)
     return
   end
   if permits then
-    redis.call('hset', H, '\1k', 'sem', '\1p', permits, '\1u', math.max(used, 0))
+    redis.call('hset', H, FIELD_KIND, 'sem', FIELD_PERMITS, permits, FIELD_USED, math.max(used, 0))
   else
-    redis.call('hset', H, '\1k', 'sem', '\1u', math.max(used, 0))
+    redis.call('hset', H, FIELD_KIND, 'sem', FIELD_USED, math.max(used, 0))
   end
   expireWith(H, L, t, floor, lastLease)
 end

@@ -39,7 +39,7 @@ if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
   end
   if n <= permits then
     local t = now()
-    redis.call('hset', H, id, n, '\1k', 'sem', '\1p', permits, '\1u', n)
+    redis.call('hset', H, id, n, FIELD_KIND, 'sem', FIELD_PERMITS, permits, FIELD_USED, n)
     redis.call('zadd', L, t + lease, id)
     redis.call('pexpire', H, lease)
     redis.call('pexpire', L, lease)
@@ -49,7 +49,7 @@ end
 
 local entry = queueEntry(id, req, ARGV[9], ARGV[6])
 -- One HMGET: the kind, the permit count, the permits in use and this hold's (nil: no hold).
-local got = redis.call('hmget', H, '\1k', '\1p', '\1u', id)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()

@@ -6,7 +6,7 @@
 -- Returns 1 when a hold was live, 0 when not. Raises WRONGTYPE, changing nothing, when a key
 -- has another type or holds another kind of lock.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local got = redis.call('hmget', H, '\1k', '\1p')
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
 mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)

@@ -5,7 +5,7 @@
 -- permits stored} when the semaphore is in use with another permit count.
 local H, L, D = KEYS[1], KEYS[2], KEYS[3]
 local permits = tonumber(ARGV[1])
-local got = redis.call('hmget', H, '\1k', '\1p')
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()

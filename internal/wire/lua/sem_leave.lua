@@ -7,7 +7,7 @@
 -- Returns 1 when it was queued or granted, 0 when not. Idempotent.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local got = redis.call('hmget', H, '\1k', '\1p', id)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, id)
 mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)

@@ -7,7 +7,7 @@
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local got = redis.call('hmget', H, '\1k', '\1p', '\1u', id)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id)
 mustBeKind(H, 'sem', got[1])
 -- Fast path: this hold has every permit in use (so it is the only hold), its lease is live,
 -- and nobody waits: the keys go, as the full path below would leave it.

@@ -14,7 +14,7 @@
 -- when a key has another type or the hash holds another kind than ARGV[1].
 local H, L, W, Q, D, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local kind = ARGV[1]
-local got = redis.call('hmget', H, '\1k', '\1p')
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
 
 -- told returns the kind that the keys show (got[1] is the hash's "\1k").
 local function told()
@@ -27,7 +27,7 @@ local function told()
     return got[1] -- no kind of this library: refused below
   end
   if redis.call('exists', H) == 1 then
-    if queued or redis.call('hexists', H, '\1g') == 1 then
+    if queued or redis.call('hexists', H, FIELD_GRANT) == 1 then
       return 'fair_mutex'
     end
     return 'mutex'
