@@ -51,7 +51,7 @@ free_port() {
 }
 
 # servers_dir NAME makes the temp dir $dir (removed on exit) and sets the traps that stop
-# every process in pids, and every server that a test started again (see run_server).
+# every process in pids, and every server that a test started again (see start_server).
 pids=()
 servers_dir() {
   dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-$1.XXXXXX")
@@ -60,18 +60,21 @@ servers_dir() {
   trap 'exit 143' TERM
 }
 
-# run_server D ARGS...: starts redis-server ARGS in the background with directory, log and
-# pidfile in D, and writes its command line to D/args (an argument a line, the server's full
-# path first), so that a test that killed it can start it again as it was, the same server; stop finds that process by D/redis.pid. The
-# job is disowned: bash would report a test's kill -9 of it ("Killed") as if something failed.
-run_server() {
-  local d=$1
+# start_server D [-cluster-bus] [-- ARGS...]: starts a throwaway redis-server in directory D
+# as the Go tests start theirs (internal/redistest's StartServer, through its command
+# redis-start: a free port below the ephemeral range, another one if it cannot bind, persistence
+# off, DEBUG allowed, log, pidfile and command line in D, so that a test that killed it can
+# start it again as it was). Sets $port and adds its PID to pids; on failure prints the end of
+# its log and returns 1.
+start_server() {
+  local d=$1 out
   shift
-  set -- "$@" --dir "$d" --logfile "$d/redis.log" --pidfile "$d/redis.pid"
-  printf '%s\n' "$(command -v redis-server)" "$@" >"$d/args"
-  redis-server "$@" &
-  pids+=("$!")
-  disown "$!"
+  if ! out=$("${GO:-go}" run ./internal/redistest/cmd/redis-start -dir "$d" "$@"); then
+    tail -n 5 "$d/redis.log" >&2 || true
+    return 1
+  fi
+  read -r port pid <<<"$out"
+  pids+=("$pid")
 }
 
 stop() {

@@ -23,45 +23,20 @@ servers_dir cluster
 
 started=$(date +%s%N)
 
-# start_node PORT BUSPORT: one cluster-enabled redis-server in $dir/PORT; fails if it does not
-# answer within 5 seconds (e.g. another process took a port meanwhile). Two settings are for
-# start-up only and are reset once the cluster is ready: a node timeout of 1s makes the nodes
-# gossip often enough to agree on every node's role within about a second (CLUSTER_NODE_TIMEOUT
-# is set then), and a replica ping period of 1s moves the replication offsets off 0 at once:
-# CLUSTER SLOTS, where clients learn the topology, leaves out replicas whose offset is 0, which
-# on an idle cluster lasts until the first ping (10s by default).
-start_node() {
-  local port=$1 d="$dir/$1"
-  mkdir -p "$d"
-  run_server "$d" --port "$port" --cluster-port "$2" --bind 127.0.0.1 --save '' --appendonly no \
-    --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 1000 \
-    --repl-ping-replica-period 1 \
-    --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
-    --enable-debug-command yes
-  local pid=$!
-  for _ in $(seq 1 100); do
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  return 1
-}
-
+# Each node is a cluster-enabled redis-server in $dir/nodeN, with a cluster bus port of its own
+# (see start_server). Two settings are for start-up only and are reset once the cluster is
+# ready: a node timeout of 1s makes the nodes gossip often enough to agree on every node's role
+# within about a second (CLUSTER_NODE_TIMEOUT is set then), and a replica ping period of 1s
+# moves the replication offsets off 0 at once: CLUSTER SLOTS, where clients learn the topology,
+# leaves out replicas whose offset is 0, which on an idle cluster lasts until the first ping
+# (10s by default).
 ports=()
-while [ "${#ports[@]}" -lt "$nodes" ]; do
-  for attempt in 1 2 3 4 5; do
-    p=$(free_port)
-    taken="$taken$p "
-    bus=$(free_port)
-    taken="$taken$bus "
-    if start_node "$p" "$bus"; then
-      ports+=("$p")
-      break
-    fi
-    echo "redis-server on ports $p/$bus did not start (attempt $attempt):" >&2
-    tail -n 5 "$dir/$p/redis.log" >&2 || true
-    [ "$attempt" = 5 ] && exit 1
-  done
+for i in $(seq 1 "$nodes"); do
+  d="$dir/node$i"
+  start_server "$d" -cluster-bus -- --cluster-enabled yes --cluster-config-file "$d/nodes.conf" \
+    --cluster-node-timeout 1000 --repl-ping-replica-period 1 \
+    --repl-diskless-sync yes --repl-diskless-sync-delay 0
+  ports+=("$port")
 done
 
 addrs=()

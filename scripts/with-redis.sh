@@ -9,15 +9,7 @@ cd "$(dirname "$0")/.."
 use_server
 servers_dir redis
 
-# The server starts as the Go tests start theirs (internal/redistest's StartServer: a free port
-# below the ephemeral range, another one if it cannot bind, its command line recorded in its
-# directory for tests that restart it); it runs until stop, here, kills it by its PID.
-if ! out=$("${GO:-go}" run ./internal/redistest/cmd/redis-start -dir "$dir/redis"); then
-  tail -n 5 "$dir/redis/redis.log" >&2 || true
-  exit 1
-fi
-read -r port pid <<<"$out"
-pids+=("$pid")
+start_server "$dir/redis"
 
 export REDIS_ADDR="127.0.0.1:$port"
 export RLOCK_TEST_THROWAWAY=1 # tests may run DEBUG SLEEP, SCRIPT FLUSH and CLIENT KILL on it

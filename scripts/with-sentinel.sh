@@ -27,20 +27,18 @@ servers_dir sentinel
 
 started=$(date +%s%N)
 
-# start KIND ARGS...: starts one process (KIND is redis-server or sentinel) on a free port, in a
-# directory of its own, retrying on another port when it does not answer within 5 seconds (e.g.
-# another process took the port meanwhile). Sets $port to the port it answers on.
-start() {
-  local kind=$1 attempt d pid
-  shift
+# start_sentinel: starts one redis-sentinel on a free port, in a directory of its own, retrying
+# on another port when it does not answer within 5 seconds (e.g. another process took the port
+# meanwhile). Sets $port to the port it answers on. (The data nodes start with start_server.)
+start_sentinel() {
+  local attempt d pid
   for attempt in 1 2 3 4 5; do
     port=$(free_port)
     taken="$taken$port "
-    d="$dir/$port"
+    d="$dir/sentinel-$port"
     mkdir -p "$d"
-    if [ "$kind" = sentinel ]; then
-      # Sentinel rewrites its config file (ids, discovered replicas and sentinels): one per process.
-      cat >"$d/sentinel.conf" <<EOF
+    # Sentinel rewrites its config file (ids, discovered replicas and sentinels): one per process.
+    cat >"$d/sentinel.conf" <<EOF
 port $port
 bind 127.0.0.1
 dir $d
@@ -50,30 +48,26 @@ sentinel down-after-milliseconds $master $down_after
 sentinel failover-timeout $master 10000
 sentinel parallel-syncs $master 1
 EOF
-      redis-sentinel "$d/sentinel.conf" &
-      pids+=("$!")
-    else
-      run_server "$d" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
-        --enable-debug-command yes "$@"
-    fi
+    redis-sentinel "$d/sentinel.conf" &
     pid=$!
+    pids+=("$pid")
     for _ in $(seq 1 100); do
       if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.05
     done
-    echo "$kind on port $port did not start (attempt $attempt):" >&2
+    echo "redis-sentinel on port $port did not start (attempt $attempt):" >&2
     tail -n 5 "$d"/*.log >&2 || true
   done
   return 1
 }
 
-start redis-server
+start_server "$dir/primary" -- --repl-diskless-sync yes --repl-diskless-sync-delay 0
 primary_port=$port
 replica_ports=()
-for _ in 1 2; do
-  start redis-server --replicaof 127.0.0.1 "$primary_port"
+for i in 1 2; do
+  start_server "$dir/replica$i" -- --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
+    --replicaof 127.0.0.1 "$primary_port"
   replica_ports+=("$port")
 done
 
@@ -110,7 +104,7 @@ fi
 
 sentinel_ports=()
 for _ in 1 2 3; do
-  start sentinel
+  start_sentinel
   sentinel_ports+=("$port")
 done
 

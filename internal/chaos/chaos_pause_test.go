@@ -1042,22 +1042,7 @@ func runChaosPauseChild() int {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		err := c.Close()
-		left := chaosSubscriptionsLeft(d, clientName)
-		rc.Close()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "chaos-pause child: Close:", err)
-			return 1
-		}
-		if left != nil {
-			fmt.Fprintf(os.Stderr, "chaos-pause child %d: after Close: %v\n", proc, left)
-			return 4
-		}
-		if err := goleak.Find(append([]goleak.Option{goroutinesBefore}, redistest.IgnoreRueidisRefresh...)...); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos-pause child %d: goroutines left after Close: %v\n", proc, err)
-			return 4
-		}
-		return 0
+		return chaosChildClosed("chaos-pause child", proc, c, rc, d, clientName, goroutinesBefore)
 	case <-time.After(dur + chaosChildGrace):
 		for _, w := range workers {
 			if st := w.status.Load(); st != nil {

@@ -1240,23 +1240,8 @@ func runChaosChild() int {
 	select {
 	case <-done:
 		// Every hold was released: nothing is left for Close to drop.
-		err := c.Close()
-		left := chaosSubscriptionsLeft(d, clientName)
-		rc.Close()
-		log.close()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "chaos child: Close:", err)
-			return 1
-		}
-		if left != nil {
-			fmt.Fprintf(os.Stderr, "chaos child %d: after Close: %v\n", proc, left)
-			return 4
-		}
-		if err := goleak.Find(append([]goleak.Option{goroutinesBefore}, redistest.IgnoreRueidisRefresh...)...); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos child %d: goroutines left after Close: %v\n", proc, err)
-			return 4
-		}
-		return 0
+		defer log.close()
+		return chaosChildClosed("chaos child", proc, c, rc, d, clientName, goroutinesBefore)
 	case <-time.After(dur + chaosChildGrace):
 		// Close could wait behind the stuck calls: the exit ends them.
 		log.close()
@@ -1284,6 +1269,30 @@ func chaosRueidis(d redistest.Deployment, name string) (rueidis.Client, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, err
+}
+
+// chaosChildClosed closes a chaos child's client c and its direct client rc once its workers
+// are done, and returns the child's exit code: 0 when Close succeeded (else 1) and left no
+// subscription on any data node of d and no goroutine beyond those of before (else 4). what
+// names the child in its messages.
+func chaosChildClosed(what string, proc int, c *rlock.Client, rc rueidis.Client, d redistest.Deployment,
+	clientName string, before goleak.Option) int {
+	err := c.Close()
+	left := chaosSubscriptionsLeft(d, clientName)
+	rc.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s %d: Close: %v\n", what, proc, err)
+		return 1
+	}
+	if left != nil {
+		fmt.Fprintf(os.Stderr, "%s %d: after Close: %v\n", what, proc, left)
+		return 4
+	}
+	if err := goleak.Find(append([]goleak.Option{before}, redistest.IgnoreRueidisRefresh...)...); err != nil {
+		fmt.Fprintf(os.Stderr, "%s %d: goroutines left after Close: %v\n", what, proc, err)
+		return 4
+	}
+	return 0
 }
 
 // chaosSubscriptionsLeft returns an error naming the connections called name (this child's)

@@ -16,8 +16,8 @@ import (
 
 // Crash kills the server n (SIGKILL) and returns a function that starts it again as it was,
 // without its data (the tests' servers persist nothing); its replicas then sync from it (see
-// Deployed.WaitSteady). It needs the command line that scripts/with-*.sh record in the
-// server's directory (see run_server there, and StartServer, which scripts/with-redis.sh uses),
+// Deployed.WaitSteady). It needs the command line that StartServer records in the server's
+// directory (the scripts/with-*.sh start their data nodes with it, through cmd/redis-start),
 // and skips t without it; the script stops the new process by its pidfile, so the test binary
 // does not wait for it. A server this process started has Kill and Start instead.
 func Crash(t *testing.T, n Node) (restart func()) {

@@ -40,6 +40,10 @@ type ServerOptions struct {
 	Output io.Writer
 	// SysProcAttr, if set, is the process's attributes (bench starts it in a group of its own).
 	SysProcAttr *syscall.SysProcAttr
+	// ClusterBus gives the server a cluster bus port of its own (--cluster-port), free like
+	// Port and chosen again with it, instead of Port+10000, which can fall in the ephemeral
+	// range. For a cluster node: Args say --cluster-enabled yes.
+	ClusterBus bool
 }
 
 // TestArgs are the arguments the tests' servers get: DEBUG allowed, the log in the server's
@@ -65,8 +69,7 @@ func FreePort() (string, error) {
 
 // Server is a redis-server process this program started, on 127.0.0.1, persisting nothing.
 // Its directory holds its pidfile (redis.pid) and its command line (args: the server's path,
-// then an argument a line), as scripts/servers.sh's run_server leaves them, so that Crash can
-// start it again.
+// then an argument a line), so that Crash can start it again.
 type Server struct {
 	Addr string // 127.0.0.1:Port
 	Port string
@@ -96,6 +99,7 @@ func StartServer(o ServerOptions) (*Server, error) {
 	if s.opts.Args == nil {
 		s.opts.Args = TestArgs(s.Dir)
 	}
+	args := s.opts.Args
 	var err error
 	for range 5 {
 		s.Port = o.Port
@@ -103,6 +107,18 @@ func StartServer(o ServerOptions) (*Server, error) {
 			if s.Port, err = FreePort(); err != nil {
 				break
 			}
+		}
+		if o.ClusterBus {
+			var bus string
+			for bus == "" || bus == s.Port {
+				if bus, err = FreePort(); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+			s.opts.Args = append(args[:len(args):len(args)], "--cluster-port", bus)
 		}
 		s.Addr = "127.0.0.1:" + s.Port
 		if err = s.Start(); err == nil || o.Port != "" {
