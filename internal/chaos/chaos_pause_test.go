@@ -1042,7 +1042,7 @@ func runChaosPauseChild() int {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return chaosChildClosed("chaos-pause child", proc, c, rc, d, clientName, goroutinesBefore)
+		return chaosChildClosed("chaos-pause child", proc, c, rc, d, clientName, nil, goroutinesBefore)
 	case <-time.After(dur + chaosChildGrace):
 		for _, w := range workers {
 			if st := w.status.Load(); st != nil {

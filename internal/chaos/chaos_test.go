@@ -1240,8 +1240,7 @@ func runChaosChild() int {
 	select {
 	case <-done:
 		// Every hold was released: nothing is left for Close to drop.
-		defer log.close()
-		return chaosChildClosed("chaos child", proc, c, rc, d, clientName, goroutinesBefore)
+		return chaosChildClosed("chaos child", proc, c, rc, d, clientName, log.close, goroutinesBefore)
 	case <-time.After(dur + chaosChildGrace):
 		// Close could wait behind the stuck calls: the exit ends them.
 		log.close()
@@ -1271,15 +1270,18 @@ func chaosRueidis(d redistest.Deployment, name string) (rueidis.Client, error) {
 	return nil, err
 }
 
-// chaosChildClosed closes a chaos child's client c and its direct client rc once its workers
-// are done, and returns the child's exit code: 0 when Close succeeded (else 1) and left no
-// subscription on any data node of d and no goroutine beyond those of before (else 4). what
-// names the child in its messages.
+// chaosChildClosed closes a chaos child's client c, its direct client rc, then anything else
+// closeRest closes (nil: nothing), once its workers are done, and returns the child's exit
+// code: 0 when Close succeeded (else 1) and left no subscription on any data node of d and no
+// goroutine beyond those of before (else 4). what names the child in its messages.
 func chaosChildClosed(what string, proc int, c *rlock.Client, rc rueidis.Client, d redistest.Deployment,
-	clientName string, before goleak.Option) int {
+	clientName string, closeRest func(), before goleak.Option) int {
 	err := c.Close()
 	left := chaosSubscriptionsLeft(d, clientName)
 	rc.Close()
+	if closeRest != nil {
+		closeRest()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %d: Close: %v\n", what, proc, err)
 		return 1
