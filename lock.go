@@ -408,7 +408,7 @@ func (lk *lock) forceUnlock(ctx context.Context, s wire.Script, keys, args []str
 	lk.loseHolds(ended)
 	forced, err := wire.ParseForced(n)
 	if err != nil {
-		return false, lk.errorf("force unlock: %w", err)
+		return false, lk.errorf("force unlock: %w", badReply(err))
 	}
 	return forced, nil
 }
