@@ -406,7 +406,11 @@ func (lk *lock) forceUnlock(ctx context.Context, s wire.Script, keys, args []str
 		return false, lk.redisErr("force unlock", err)
 	}
 	lk.loseHolds(ended)
-	return n == 1, nil
+	forced, err := wire.ParseForced(n)
+	if err != nil {
+		return false, lk.errorf("force unlock: %w", badReply(err))
+	}
+	return forced, nil
 }
 
 // holds returns this process's holds on lk.

@@ -201,16 +201,19 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 				keys = append(keys, hk...)
 				args.Owners = append(args.Owners, h.owner)
 			}
-			there, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
-			if err == nil && len(there) != len(chunk) {
-				err = errBadReply
+			reply, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
+			var there wire.PerHold
+			if err == nil {
+				if there, err = wire.ParsePerHold(reply, len(chunk)); err != nil {
+					err = errBadReply
+				}
 			}
 			if err != nil {
 				ok = false
 				continue
 			}
 			for i, h := range chunk {
-				if there[i] != 0 {
+				if there.Held(i) {
 					continue
 				}
 				hk := holdKey{h.key, h.owner}

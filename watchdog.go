@@ -374,14 +374,15 @@ func (c *Client) slotOf(key string) uint16 {
 
 // renewed applies the outcome of one renewal script for holds, sent at sent, and reports
 // whether it ran.
-func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err error) bool {
-	if err == nil && len(renewed) != len(holds) {
+func (c *Client) renewed(holds []*hold, sent time.Time, reply []int64, err error) bool {
+	renewed, bad := wire.ParsePerHold(reply, len(holds))
+	if err == nil && bad != nil {
 		err = errBadReply
 	}
-	if errors.Is(err, ErrNotReplicated) && len(renewed) == len(holds) {
+	if errors.Is(err, ErrNotReplicated) && bad == nil {
 		// The script ran on the primary: remember which holds it extended there.
 		for i, h := range holds {
-			if renewed[i] != 1 {
+			if !renewed.Held(i) {
 				continue
 			}
 			sh := h.lk.sh
@@ -407,7 +408,7 @@ func (c *Client) renewed(holds []*hold, sent time.Time, renewed []int64, err err
 	for i, h := range holds {
 		sh := h.lk.sh
 		sh.mu.Lock()
-		c.renewedOne(sh, h, renewed[i] == 1, end)
+		c.renewedOne(sh, h, renewed.Held(i), end)
 		sh.unlockAndDeliver()
 	}
 	return true

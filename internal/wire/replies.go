@@ -142,6 +142,32 @@ func ParseSemInspect(reply []int64) (free int64, err error) {
 	return reply[1], nil
 }
 
+// PerHold is the reply of the scripts that take many holds at once (renew.lua, rw_renew.lua,
+// sem_renew.lua, check.lua): an entry per hold, in the order the call gave them.
+type PerHold []int64
+
+// ParsePerHold reads a per-hold reply for n holds. It does not allocate.
+func ParsePerHold(reply []int64, n int) (PerHold, error) {
+	if len(reply) != n {
+		return nil, ErrBadReply
+	}
+	return PerHold(reply), nil
+}
+
+// Held reports whether hold i is still held: renewed (the renew scripts), or still there with
+// its lease not ended (check.lua).
+func (p PerHold) Held(i int) bool { return p[i] == 1 }
+
+// ParseForced reads the 1 or 0 reply of forceunlock.lua, rw_forceunlock.lua and
+// sem_forcerelease.lua: whether there was anything to end.
+func ParseForced(reply int64) (bool, error) {
+	switch reply {
+	case 0, 1:
+		return reply == 1, nil
+	}
+	return false, ErrBadReply
+}
+
 // StateReply is state.lua's reply.
 type StateReply struct {
 	Kind    string // as the caller gave it, or told from the keys ("" for none)

@@ -70,3 +70,21 @@ func TestParseAllocations(t *testing.T) {
 		_, _, _ = ParseMessage("@o\x00r\x001\x00250")
 	}))
 }
+
+func TestParsePerHold(t *testing.T) {
+	p, err := ParsePerHold([]int64{1, 0, 1}, 3)
+	assert.NoError(t, err)
+	assert.Equal(t, []bool{true, false, true}, []bool{p.Held(0), p.Held(1), p.Held(2)})
+	_, err = ParsePerHold([]int64{1, 0}, 3) // a reply for other holds than the call's
+	assert.Equal(t, ErrBadReply, err)
+}
+
+func TestParseForced(t *testing.T) {
+	for reply, want := range map[int64]bool{0: false, 1: true} {
+		got, err := ParseForced(reply)
+		assert.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	_, err := ParseForced(2)
+	assert.Equal(t, ErrBadReply, err)
+}
