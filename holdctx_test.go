@@ -18,18 +18,30 @@ import (
 func TestHoldContext_fractionalLeaseEndsInTime(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(rlock.Options{})
-	m := c.NewMutex("frac", rlock.WithLease(20*time.Millisecond+999*time.Microsecond))
+	m := c.NewMutex("frac", rlock.WithLease(fractionalLease))
 	other := c.NewMutex("frac")
-	const trials = 40
+	endsByLease(t, 40, func() (context.Context, error) { return m.Lock(bg) },
+		func() (context.Context, error) { return other.TryLock(bg, 0) }, other.Unlock)
+}
+
+// fractionalLease is not a whole number of milliseconds.
+const fractionalLease = 20*time.Millisecond + 999*time.Microsecond
+
+// endsByLease takes a hold with lock, trials times, and lets it lapse: another owner polls with
+// otherTry until it gets the lock, then gives it back with otherRelease. It asserts that the
+// hold context's deadline had passed each time the other owner got the lock.
+func endsByLease(t *testing.T, trials int, lock, otherTry func() (context.Context, error),
+	otherRelease func(context.Context) error) {
+	t.Helper()
 	late, live := 0, 0
 	for range trials {
-		h, err := m.Lock(bg)
+		h, err := lock()
 		require.NoError(t, err)
 		dl, ok := h.Deadline()
 		require.True(t, ok)
 		var h2 context.Context
 		for h2 == nil {
-			h2, err = other.TryLock(bg, 0)
+			h2, err = otherTry()
 			if errors.Is(err, rlock.ErrNotObtained) {
 				time.Sleep(100 * time.Microsecond)
 				continue
@@ -43,7 +55,7 @@ func TestHoldContext_fractionalLeaseEndsInTime(t *testing.T) {
 		if h.Err() == nil {
 			live++
 		}
-		require.NoError(t, other.Unlock(h2))
+		require.NoError(t, otherRelease(h2))
 	}
 	t.Logf("of %d trials: deadline after the other owner got the lock %d, context not yet done %d", trials, late, live)
 	assert.Zero(t, late, "hold context deadlines later than the lease Redis had")

@@ -157,15 +157,7 @@ func TestSyncReplicas_renewal(t *testing.T) {
 	}
 	const lease = time.Second
 	c := e.client(rlock.Options{SyncReplicas: 1, SyncTimeout: 100 * time.Millisecond, WatchdogTimeout: lease})
-	for _, k := range []struct {
-		name, lock string
-		take       func(ctx context.Context) (context.Context, error)
-	}{
-		{"mutex", "m", c.NewMutex("m").Lock},
-		{"fair mutex", "f", c.NewFairMutex("f").Lock},
-		{"read", "rw", c.NewRWMutex("rw").RLock},
-		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
-	} {
+	for _, k := range syncTakers(c) {
 		t.Run(k.name, func(t *testing.T) {
 			e.Dirty = true // holds lost on purpose lapse by themselves
 			h, err := k.take(context.Background())
@@ -185,6 +177,23 @@ func TestSyncReplicas_renewal(t *testing.T) {
 	}
 }
 
+// syncTaker takes a hold of one kind on the lock called lock (the SyncReplicas renewal tests).
+type syncTaker struct {
+	name, lock string
+	take       func(ctx context.Context) (context.Context, error)
+}
+
+// syncTakers returns a taker of each kind with renewals on c: Mutex, fair Mutex, a read hold,
+// a semaphore permit.
+func syncTakers(c *rlock.Client) []syncTaker {
+	return []syncTaker{
+		{"mutex", "m", c.NewMutex("m").Lock},
+		{"fair mutex", "f", c.NewFairMutex("f").Lock},
+		{"read", "rw", c.NewRWMutex("rw").RLock},
+		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
+	}
+}
+
 // TestSyncReplicas_renewalLossGivesBack: a hold that ends because too few replicas acknowledged
 // its renewals (the replicas are stopped, SIGSTOP) is given back in Redis too (issue 16, defect
 // 5): the primary, which extended its lease, does not keep the name held by nobody until that
@@ -193,15 +202,7 @@ func TestSyncReplicas_renewalLossGivesBack(t *testing.T) {
 	e, replicaPIDs := withReplicas(t)
 	const lease = 2 * time.Second
 	c := e.client(rlock.Options{SyncReplicas: 1, SyncTimeout: 100 * time.Millisecond, WatchdogTimeout: lease})
-	for _, k := range []struct {
-		name, lock string
-		take       func(ctx context.Context) (context.Context, error)
-	}{
-		{"mutex", "m", c.NewMutex("m").Lock},
-		{"fair mutex", "f", c.NewFairMutex("f").Lock},
-		{"read", "rw", c.NewRWMutex("rw").RLock},
-		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
-	} {
+	for _, k := range syncTakers(c) {
 		t.Run(k.name, func(t *testing.T) {
 			h, err := k.take(context.Background())
 			require.NoError(t, err)
