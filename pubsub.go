@@ -65,7 +65,8 @@ func permit(ch chan struct{}) {
 	}
 }
 
-// deliver handles a message on the channel (see wire.ParseMessage). It runs on rueidis' reader and must not block.
+// deliver handles a message on the channel (see wire.ParseMessage). It runs on rueidis'
+// reader and must not block.
 func (s *subscription) deliver(msg string) {
 	kind, addr, grant := wire.ParseMessage(msg)
 	if kind != wire.WakeAddressed {
