@@ -38,7 +38,7 @@ import (
 // arrival order. It does not touch Redis; invalid arguments are reported by every method.
 // All mutexes of one name must be fair, or none.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock("mutex", name, newFairMutexKind, opts)}
+	return &Mutex{c.newLock(KindFairMutex, name, newFairMutexKind, opts)}
 }
 
 // fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.

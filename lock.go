@@ -132,7 +132,7 @@ type released struct {
 type lock struct {
 	c       *Client
 	kind    kind
-	noun    string // "mutex", "rwmutex" or "semaphore", for errors
+	noun    string // the kind as State.Kind spells it ("rw_mutex"), for errors
 	name    string
 	keys    wire.Keys
 	lease   time.Duration // fixed lease in whole milliseconds; 0: watchdog

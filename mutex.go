@@ -26,7 +26,7 @@ func newMutexKind(lk *lock) kind {
 // an invalid option is reported by every method of the returned mutex as an error wrapping
 // [ErrInvalid].
 func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock("mutex", name, newMutexKind, opts)}
+	return &Mutex{c.newLock(KindMutex, name, newMutexKind, opts)}
 }
 
 func (mutexKind) name() string { return KindMutex }

@@ -15,10 +15,13 @@ import (
 const callTimeout = 10 * time.Second
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
-// watchdog, the reaper that ends holds whose lease ran out, one subscription per lock name
-// that has local waiters, and, while it has holds, a watcher per node that has them checked at
-// once when the node restarts or fails over (see notice.go). It is safe for concurrent use. Create it with [New] and release it
-// with [Client.Close].
+// watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
+// that has local waiters. While it has holds it also keeps one idle connection to each node,
+// which costs Redis nothing; when that connection drops (the server restarted or was killed, or
+// a failover demoted it), every hold is checked as soon as the node answers again, instead of
+// at the next renewal a third of a lease later: a hold that Redis no longer has ends at once
+// with [ErrLockLost], one that survived goes on. It is safe for concurrent use. Create it with
+// [New] and release it with [Client.Close].
 type Client struct {
 	rc         rueidis.Client
 	cluster    bool // group multi-key commands by slot

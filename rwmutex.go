@@ -48,14 +48,14 @@ var (
 // name or an invalid option is reported by every method as an error wrapping [ErrInvalid].
 // All locks of one name must be of one kind.
 func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock("rwmutex", name, newRWKind(false), opts)}
+	return &RWMutex{c.newLock(KindRWMutex, name, newRWKind(false), opts)}
 }
 
 // NewFairRWMutex returns the read-write mutex called name that serves readers and writers in
 // arrival order: readers that arrive together, with no writer between them, hold together.
 // Otherwise it is [Client.NewRWMutex].
 func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock("rwmutex", name, newRWKind(true), opts)}
+	return &RWMutex{c.newLock(KindFairRWMutex, name, newRWKind(true), opts)}
 }
 
 func (k rwKind) name() string {

@@ -33,7 +33,7 @@ type semKind struct {
 // while one is in use (held or waited for), the count stored in Redis is checked.
 func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
 	s := &Semaphore{permits: permits}
-	s.lock = c.newLock("semaphore", name, func(lk *lock) kind {
+	s.lock = c.newLock(KindSemaphore, name, func(lk *lock) kind {
 		return semKind{permits: strconv.FormatInt(permits, 10), keys: lk.keys.Sem(), renewKeys: lk.keys.Renew(true)}
 	}, opts)
 	s.ownerless = true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"io"
@@ -20,103 +21,141 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// panel is one bar chart of the figure.
+// panel is one bar chart of the figure: a figure of one scenario, a bar per contender.
 type panel struct {
-	title, axis   string // the axis label says whether lower or higher is better
+	title, axis   string // title: the figure, then its scenario; axis: its unit, and whether lower or higher is better
 	scenario, key string
 	unit          string // how bar and tick labels are written (a table unit)
 	log           bool
 	references    bool // include the reference rows: PING, baseline pair, floor
 }
 
-var panels = []panel{
-	{"1. Uncontended lock+unlock p50", "lock+unlock time (lower is better)",
-		"uncontended", "p50_us", unitMicros, false, true},
-	{"1. Uncontended: client CPU per lock+unlock", "client CPU µs / lock+unlock (lower is better)",
-		"uncontended", "cpu_us_per_op", unitNum1, false, true},
-	{"2. Parallel (64 goroutines) throughput", "lock+unlock ops/s (higher is better)",
-		"parallel", "ops_per_s", unitRate, false, true},
-	{"3. Contended (3 processes x 16) wait p99", "wait p99, log scale (lower is better)",
-		"contended", "wait_p99_us", unitMicros, true, false},
-	{"3. Contended: client commands per acquisition", "client commands / acquisition (lower is better)",
-		"contended", "client_cmds_per_acq", unitNum, false, false},
-	{"4. Ping-pong cross-process handoff p50", "handoff p50, log scale (lower is better)",
-		"pingpong", "handoff_p50_us", unitMicros, true, true},
-	{"5. FIFO: order inversions per round (0 = FIFO)", "inversions / round (lower is better)",
-		"fifo", "inversions_per_round", unitNum1, false, false},
-	{"6. Renewal of 10,000 held locks: commands per 1s period", "client commands / period, log scale (lower is better)",
-		"renewal", "client_cmds_per_period", unitNum1, true, false},
-	{"7. Read-heavy (90% reads, 3 processes x 16) throughput", "holds/s, reads and writes (higher is better)",
-		"readheavy", "ops_per_s", unitRate, false, false},
-	{"8. Semaphore (4 permits, 3 processes x 16) throughput", "acquisitions/s (higher is better)",
-		"semaphore", "acq_per_s", unitRate, false, false},
-	{"8. Semaphore (4 permits, 48 contenders) wait p99", "wait p99 (lower is better)",
-		"semaphore", "wait_p99_us", unitMicros, false, false},
-	{"9. Watchdog holds on one client: client heap per hold", "bytes / hold (lower is better)",
-		"holds", "heap_per_hold", unitBytes, false, false},
+// chartPanel is a panel of the chart: it draws its plot from the results.
+type chartPanel interface {
+	plot(res *Results) (*plot.Plot, error)
 }
 
-// writeChart draws the key comparisons as bar charts in one SVG, or PNG
-// when path ends in .png.
-func writeChart(path string, res *Results) error {
-	const cols = 2
-	draws := make([]func(*Results) (*plot.Plot, error), 0, len(panels)+len(extraPanels))
-	for _, pn := range panels {
-		draws = append(draws, pn.plot)
-	}
-	draws = append(draws, extraPanels...)
-	rows := (len(draws) + cols - 1) / cols
-	grid := make([][]*plot.Plot, rows)
-	for i, draw := range draws {
-		p, err := draw(res)
-		if err != nil {
-			return err
-		}
-		grid[i/cols] = append(grid[i/cols], p)
-	}
-	for len(grid[rows-1]) < cols {
-		grid[rows-1] = append(grid[rows-1], plot.New())
-	}
+// chartPanels are the panels of the chart in their order, scenario by scenario, left to right
+// and top to bottom; writeChart numbers them 1, 2, ... in that order. Each title says what its
+// figure is on its first line and which scenario (of the tables, README.md) on its second.
+var chartPanels = []chartPanel{
+	panel{"Median time of a lock+unlock\nscenario 1: uncontended, one goroutine", "µs (lower is better)",
+		"uncontended", "p50_us", unitMicros, false, true},
+	panel{"Client CPU per lock+unlock\nscenario 1: uncontended, one goroutine", "client CPU µs (lower is better)",
+		"uncontended", "cpu_us_per_op", unitNum1, false, true},
+	panel{"Redis CPU per lock+unlock, × the pair's\nscenario 1: uncontended, one goroutine", "× EVALSHA pair (lower is better)",
+		"uncontended", "redis_cpu_vs_pair", unitRatio, false, true},
+	panel{"Lock+unlock per second\nscenario 2: 64 goroutines, a key each", "ops/s (higher is better)",
+		"parallel", "ops_per_s", unitRate, false, true},
+	panel{"Redis CPU per lock+unlock, × the pair's\nscenario 2: 64 goroutines, a key each", "× EVALSHA pair (lower is better)",
+		"parallel", "redis_cpu_vs_pair", unitRatio, false, true},
+	panel{"Wait p99\nscenario 3: one key, 3 processes × 16", "wait p99, log scale (lower is better)",
+		"contended", "wait_p99_us", unitMicros, true, false},
+	panel{"Client commands per acquisition\nscenario 3: one key, 3 processes × 16", "commands (lower is better)",
+		"contended", "client_cmds_per_acq", unitNum, false, false},
+	panel{"Redis CPU per acquisition, × the floor's\nscenario 3: one key, 3 processes × 16", "× the floor's (lower is better)",
+		"contended", "redis_cpu_vs_floor", unitRatio, false, true},
+	panel{"Handoff p50, from release to next lock\nscenario 4: ping-pong, 2 processes", "p50, log scale (lower is better)",
+		"pingpong", "handoff_p50_us", unitMicros, true, true},
+	panel{"Order inversions per round, 0 = FIFO\nscenario 5: 20 waiters, 20ms apart", "inversions (lower is better)",
+		"fifo", "inversions_per_round", unitNum1, false, false},
+	panel{"Client commands per second of renewal\nscenario 6: 10,000 held locks", "commands, log scale (lower is better)",
+		"renewal", "client_cmds_per_period", unitNum1, true, false},
+	panel{"Holds per second, reads and writes\nscenario 7: 90% reads, 3 processes × 16", "holds/s (higher is better)",
+		"readheavy", "ops_per_s", unitRate, false, false},
+	panel{"Acquisitions per second\nscenario 8: semaphore of 4, 3 processes × 16", "acquisitions/s (higher is better)",
+		"semaphore", "acq_per_s", unitRate, false, false},
+	panel{"Wait p99\nscenario 8: semaphore of 4, 3 processes × 16", "wait p99 (lower is better)",
+		"semaphore", "wait_p99_us", unitMicros, false, false},
+	panel{"Client heap per hold\nscenario 9: watchdog holds on one client", "bytes (lower is better)",
+		"holds", "heap_per_hold", unitBytes, false, false},
+	goroutinesPanel{},
+}
 
-	header := vg.Inch / 2
-	w, h := 12*vg.Inch, vg.Length(rows)*4*vg.Inch+header
+// The chart's layout: two columns of panels, each 4 inches high, under a title line.
+const (
+	chartCols       = 2
+	chartWidth      = 12 * vg.Inch
+	chartRowHeight  = 4 * vg.Inch
+	chartHeader     = vg.Inch / 2
+	chartTitleSize  = 13
+	chartFontFamily = "'Liberation Serif','Times New Roman',Times,serif" // metric-compatible fallbacks
+)
+
+// writeChart draws the panels in one SVG, or PNG when path ends in .png. The SVG embeds its
+// font, so that every label has the width it was laid out with in a browser, and anchors its
+// names, titles and axis labels (anchorText) for viewers that draw it in another font.
+func writeChart(path string, res *Results) error {
+	rows := (len(chartPanels) + chartCols - 1) / chartCols
+	w, h := chartWidth, vg.Length(rows)*chartRowHeight+chartHeader
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
 	}
 	if strings.EqualFold(filepath.Ext(path), ".png") {
-		img := vgimg.New(w, h)
-		img.SetColor(color.White)
-		img.Fill(vg.Rectangle{Max: vg.Point{X: w, Y: h}}.Path())
-		c = vgimg.PngCanvas{Canvas: img}
+		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
 	} else {
-		c = vgsvg.New(w, h)
+		c = vgsvg.NewWith(vgsvg.UseWH(w, h), vgsvg.EmbedFonts(true))
 	}
-	dc := draw.New(c)
-
-	// A title line, then the panels below it.
-	title := draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 13), Handler: plot.DefaultTextHandler}
-	dc.FillText(title, vg.Point{X: vg.Inch / 4, Y: h - header/2}, chartTitle(res))
-	body := draw.Crop(dc, 0, 0, 0, -header)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Inch / 2, PadY: vg.Inch / 3,
-		PadTop: vg.Inch / 8, PadBottom: vg.Inch / 4, PadLeft: vg.Inch / 4, PadRight: vg.Inch / 4}
-	canvases := plot.Align(grid, tiles, body)
-	for i := range draws {
-		grid[i/cols][i%cols].Draw(canvases[i/cols][i%cols])
-	}
-
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
+	plots, _, err := drawChart(c, res)
 	if err != nil {
 		return err
 	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
 		return err
 	}
-	return f.Close()
+	out := b.Bytes()
+	if !strings.EqualFold(filepath.Ext(path), ".png") {
+		// A viewer that ignores the embedded font picks a metric-compatible one if it has one,
+		// and keeps the names, titles and axis labels where they belong in any other.
+		out = bytes.ReplaceAll(out, []byte("font-family:Liberation Serif;"), []byte("font-family:"+chartFontFamily+";"))
+		out = anchorText(out, textAnchors(plots))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// drawChart draws the chart's title and its panels, numbered in order, on c (white first),
+// and returns the panels and the canvases they were drawn on.
+func drawChart(c vg.CanvasSizer, res *Results) ([]*plot.Plot, []draw.Canvas, error) {
+	rows := (len(chartPanels) + chartCols - 1) / chartCols
+	grid := make([][]*plot.Plot, rows)
+	var plots []*plot.Plot
+	for i, pn := range chartPanels {
+		p, err := pn.plot(res)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Title.Text = fmt.Sprintf("%d. %s", i+1, p.Title.Text)
+		plots = append(plots, p)
+		grid[i/chartCols] = append(grid[i/chartCols], p)
+	}
+	for len(grid[rows-1]) < chartCols {
+		grid[rows-1] = append(grid[rows-1], plot.New())
+	}
+	w, h := c.Size()
+	c.SetColor(color.White)
+	c.Fill(vg.Rectangle{Max: vg.Point{X: w, Y: h}}.Path())
+	dc := draw.New(c)
+
+	// A title line, then the panels below it.
+	title := draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, chartTitleSize), Handler: plot.DefaultTextHandler}
+	dc.FillText(title, vg.Point{X: vg.Inch / 4, Y: h - chartHeader/2}, chartTitle(res))
+	body := draw.Crop(dc, 0, 0, 0, -chartHeader)
+	// Half an inch left of the names, for a viewer whose font is wider than the chart's.
+	tiles := draw.Tiles{Rows: rows, Cols: chartCols, PadX: vg.Inch / 2, PadY: vg.Inch / 3,
+		PadTop: vg.Inch / 8, PadBottom: vg.Inch / 4, PadLeft: vg.Inch / 2, PadRight: vg.Inch / 4}
+	canvases := plot.Align(grid, tiles, body)
+	var drawn []draw.Canvas
+	for i, p := range plots {
+		cv := canvases[i/chartCols][i%chartCols]
+		p.Draw(cv)
+		drawn = append(drawn, cv)
+	}
+	return plots, drawn, nil
 }
 
 // chartTitle names the run: Redis version and topology, machine, Go version and date.
@@ -134,14 +173,14 @@ func chartTitle(res *Results) string {
 	return t
 }
 
-// plot draws one horizontal bar chart, first contender on top. Rows with
-// no figure (not run, failed, or not positive on a log scale) are left out.
+// plot draws one horizontal bar chart, first contender on top, each bar in its contender's
+// colour. Rows with no figure (not run, failed, or not positive on a log scale) are left out.
 func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = pn.title
 	p.X.Label.Text = pn.axis
 	s := res.scenario(pn.scenario)
-	var names []string
+	var names, ids []string
 	var vals plotter.Values
 	if s != nil {
 		for _, r := range s.Rows {
@@ -153,6 +192,7 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 				continue
 			}
 			names = append([]string{r.Name}, names...)
+			ids = append([]string{r.Contender}, ids...)
 			vals = append(plotter.Values{v}, vals...)
 		}
 	}
@@ -162,35 +202,33 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	}
 	p.Add(plotter.NewGrid())
 	width := vg.Points(14)
-	// On a log axis a bar cannot start at 0: it starts at the axis' lower
-	// end, stacked on an undrawn base bar.
-	var base *plotter.BarChart
+	// A bar chart per row, so that each row has its contender's colour. On a log axis a bar
+	// cannot start at 0: it starts at the axis' lower end, stacked on an undrawn base bar.
+	floor := 0.0
 	if pn.log {
-		floor := logFloor(minOf(vals))
-		floors := make(plotter.Values, len(vals))
-		for i := range vals {
-			floors[i] = floor
-			vals[i] -= floor
-		}
-		var err error
-		if base, err = plotter.NewBarChart(floors, width); err != nil {
-			return nil, err
-		}
-		base.Horizontal = true
+		floor = logFloor(minOf(vals))
 		p.X.Scale = plot.LogScale{}
 	}
 	p.X.Tick.Marker = unitTicks{unit: pn.unit, log: pn.log}
-	bars, err := plotter.NewBarChart(vals, width)
-	if err != nil {
-		return nil, err
+	for i, v := range vals {
+		bars, err := plotter.NewBarChart(plotter.Values{v - floor}, width)
+		if err != nil {
+			return nil, err
+		}
+		bars.Horizontal = true
+		bars.XMin = float64(i)
+		bars.Color = contenderColor(ids[i])
+		bars.LineStyle.Width = 0
+		if pn.log {
+			base, err := plotter.NewBarChart(plotter.Values{floor}, width)
+			if err != nil {
+				return nil, err
+			}
+			base.Horizontal, base.XMin = true, float64(i)
+			bars.StackOn(base)
+		}
+		p.Add(bars)
 	}
-	bars.Horizontal = true
-	bars.Color = color.RGBA{R: 70, G: 120, B: 190, A: 255}
-	bars.LineStyle.Width = 0
-	if base != nil {
-		bars.StackOn(base)
-	}
-	p.Add(bars)
 	p.NominalY(names...)
 	// Half a row of space above and below, so few bars do not sit on the
 	// panel's edges.
@@ -199,9 +237,9 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 	// The figure at the end of each bar.
 	xys := make(plotter.XYs, len(vals))
 	labels := make([]string, len(vals))
-	for i := range vals {
-		xys[i] = plotter.XY{X: bars.BarHeight(i), Y: float64(i)}
-		labels[i] = " " + formatValue(bars.BarHeight(i), pn.unit)
+	for i, v := range vals {
+		xys[i] = plotter.XY{X: v, Y: float64(i)}
+		labels[i] = " " + formatValue(v, pn.unit)
 	}
 	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
 	if err != nil {
@@ -216,7 +254,7 @@ func (pn panel) plot(res *Results) (*plot.Plot, error) {
 		p.X.Max *= 4
 	} else {
 		p.X.Min = 0
-		p.X.Max *= 1.3
+		p.X.Max *= 1.4
 	}
 	return p, nil
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -40,13 +43,116 @@ func parseArgs(fs *flag.FlagSet, args []string, n int) (pos, rest []string, err 
 	return pos, args, nil
 }
 
-// parseFlags runs fs.Parse, turning its errors but flag.ErrHelp into usage errors.
+// parseFlags runs fs.Parse, turning its errors but flag.ErrHelp into usage errors that spell
+// flags as the help does (flagMessage).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return usagef("%s: %v", fs.Name(), err)
+		return usagef("%s: %s", fs.Name(), flagMessage(err.Error()))
 	}
 	return err
+}
+
+// The messages of the flag package (FlagSet.Parse), which spell a flag with one dash.
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean value (".*") for -+([^:]+): .*$`)
+	flagBadValue  = regexp.MustCompile(`^invalid value (".*") for flag -+([^:]+): (.*)$`)
+)
+
+// flagMessage rewrites a parse error of the flag package in rlock's style, the flag spelled
+// with two dashes as the help spells it, and its value after it:
+//
+//	flag provided but not defined: -timeout      unknown flag --timeout
+//	flag needs an argument: -wait                --wait needs a value
+//	invalid boolean value "x" for -fair: ...     --fair=x: not true or false
+//	invalid value "5" for flag -wait: REASON     --wait 5: REASON
+//
+// Other messages are returned as they are.
+func flagMessage(msg string) string {
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + m[1]
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + " needs a value"
+	}
+	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("--%s=%s: not true or false", m[2], unquote(m[1]))
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("--%s %s: %s", m[2], unquote(m[1]), m[3])
+	}
+	return msg
+}
+
+// unquote returns the string that the Go-quoted q stands for, or q if it is not one.
+func unquote(q string) string {
+	if s, err := strconv.Unquote(q); err == nil {
+		return s
+	}
+	return q
+}
+
+// durationValue is a flag.Value of a time.Duration whose parse errors say what is wrong:
+// "missing unit, e.g. 5s" for a bare number.
+type durationValue struct{ p *time.Duration }
+
+// durationVar defines a duration flag of fs stored in p, with default value.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, help string) {
+	*p = value
+	fs.Var(durationValue{p}, name, help)
+}
+
+// Set parses s as a duration.
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		*v.p = d
+		return nil
+	}
+	if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
+		return fmt.Errorf("missing unit, e.g. %ss", s)
+	}
+	return errors.New("not a duration, e.g. 500ms, 10s, 5m, 1h")
+}
+
+// String returns the duration, or "" for the zero Value that flag makes to print defaults.
+func (v durationValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+
+// intValue is a flag.Value of an int64 whose parse errors say what is wrong.
+type intValue struct{ p *int64 }
+
+// intVar defines an integer flag of fs stored in p, with default value.
+func intVar(fs *flag.FlagSet, p *int64, name string, value int64, help string) {
+	*p = value
+	fs.Var(intValue{p}, name, help)
+}
+
+// Set parses s as a whole number (decimal, or 0x... and the other prefixes of strconv).
+func (v intValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return errors.New("out of range")
+	case err != nil:
+		return errors.New("not a whole number")
+	}
+	*v.p = n
+	return nil
+}
+
+// String returns the number, or "" for the zero Value that flag makes to print defaults.
+func (v intValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v.p, 10)
 }
 
 // given returns the names of the flags of fs that were set on the command line.
@@ -66,3 +172,13 @@ func nonNegative(fs *flag.FlagSet, durations map[string]time.Duration) error {
 	}
 	return nil
 }
+
+// errorText is the message of err without the "rlock: " that the library's errors start with
+// (and that the errors they wrap start with, after a ": "): rlock adds its own once, in front
+// of the whole line.
+func errorText(err error) string {
+	return libPrefix.ReplaceAllString(err.Error(), "$1")
+}
+
+// libPrefix matches the library's "rlock: " at the start of a message or of a wrapped one.
+var libPrefix = regexp.MustCompile(`(^|: )rlock: `)

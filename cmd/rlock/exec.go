@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,9 +24,10 @@ type execFlags struct {
 	wait       time.Duration
 	lease      time.Duration
 	owner      string
-	lostExit   int
+	lostExit   int64
 	killAfter  time.Duration
 	foreground bool
+	quiet      bool
 	read       bool
 	write      bool
 	semaphore  int64
@@ -35,15 +37,16 @@ type execFlags struct {
 // register defines the flags on fs.
 func (f *execFlags) register(fs *flag.FlagSet) {
 	f.redisFlags.register(fs)
-	fs.DurationVar(&f.wait, "wait", 0, "give up after this long")
-	fs.DurationVar(&f.lease, "lease", 0, "fixed lease instead of the watchdog")
+	durationVar(fs, &f.wait, "wait", 0, "give up after this long")
+	durationVar(fs, &f.lease, "lease", 0, "fixed lease instead of the watchdog")
 	fs.StringVar(&f.owner, "owner", "", "owner id")
-	fs.IntVar(&f.lostExit, "lost-exit", exitTempFail, "exit status when the lock is lost")
-	fs.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "SIGKILL this long after SIGTERM")
+	intVar(fs, &f.lostExit, "lost-exit", exitLost, "exit status when the lock is lost")
+	durationVar(fs, &f.killAfter, "kill-after", 10*time.Second, "SIGKILL this long after SIGTERM")
 	fs.BoolVar(&f.foreground, "foreground", false, "keep CMD in rlock's process group")
+	fs.BoolVar(&f.quiet, "quiet", false, "no line on stderr when the lock is not obtained")
 	fs.BoolVar(&f.read, "read", false, "read hold of a read-write lock")
 	fs.BoolVar(&f.write, "write", false, "write hold of a read-write lock")
-	fs.Int64Var(&f.semaphore, "semaphore", 0, "one of N permits of a semaphore")
+	intVar(fs, &f.semaphore, "semaphore", 0, "one of N permits of a semaphore")
 }
 
 // waitFor is the wait of the acquisition: --wait, or -1 (until interrupted) without it.
@@ -64,6 +67,9 @@ func (f *execFlags) check(fs *flag.FlagSet) error {
 	}
 	return nil
 }
+
+// lost is the exit status for a lock lost while CMD ran (or before it started): --lost-exit.
+func (f *execFlags) lost() int { return int(f.lostExit) }
 
 // runExec is "rlock exec": it runs CMD while holding the lock NAME and returns the exit status.
 func runExec(args []string, env []string, stdout, stderr io.Writer) int {
@@ -99,7 +105,7 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		fmt.Fprintf(stderr, "rlock: %s\n", errorText(err))
 		return startStatus(err)
 	}
 
@@ -171,16 +177,16 @@ func (x *execution) run(cmd *exec.Cmd) int {
 		return code
 	}
 	if held.Err() != nil { // lost already, before CMD could start
-		x.report("%s lost before CMD started: %v", x.lk.what(), context.Cause(held))
+		x.report("%s lost before CMD started: %s", x.lk.what(), errorText(context.Cause(held)))
 		_ = x.lk.release(held)
-		return x.f.lostExit
+		return x.f.lost()
 	}
 	// A semaphore's hold has no owner (every acquisition is a hold of its own): RLOCK_OWNER is
 	// then empty, not an owner inherited from an outer rlock exec.
 	owner, _ := rlock.Owner(held)
 	cmd.Env = append(slices.Clip(cmd.Env), "RLOCK_NAME="+x.name, "RLOCK_OWNER="+owner)
 	if err := cmd.Start(); err != nil {
-		x.report("%v", err)
+		x.report("%s", errorText(err))
 		x.finish(held, 1)
 		return startStatus(err)
 	}
@@ -224,21 +230,48 @@ func (x *execution) lock(ctx context.Context, cancel context.CancelFunc) (contex
 		x.report("%v while waiting for %s; CMD not run", sig, x.lk.what())
 		return nil, signalStatus(sig)
 	}
-	switch {
-	case r.err == nil:
+	switch err := lockErr(r.err); {
+	case err == nil:
 		return r.held, 0
-	case errors.Is(r.err, rlock.ErrNotObtained):
+	case isUsage(err):
+		return nil, usageFailed(x.stderr, err)
+	case errors.Is(err, rlock.ErrNotObtained) && !wrapsOther(err, rlock.ErrNotObtained):
+		if x.f.quiet {
+			return nil, exitTempFail
+		}
 		if wait := x.f.waitFor(); wait > 0 {
 			x.report("%s %s; gave up after %v", x.lk.what(), x.lk.busy(), wait)
 		} else {
 			x.report("%s %s", x.lk.what(), x.lk.busy())
 		}
 		return nil, exitTempFail
-	case isUsage(lockErr(r.err)):
-		return nil, usageFailed(x.stderr, lockErr(r.err))
 	}
-	x.report("%s: %v", x.lk.what(), r.err)
+	// An error of Redis, or an attempt that could not reach it (ErrNotObtained that wraps the
+	// transport error too): not the lock's being taken.
+	x.report("%s", x.about(r.err))
 	return nil, exitUnavailable
+}
+
+// wrapsOther reports whether err's tree holds an error besides target and the errors that
+// wrap it: the library wraps the transport error of an attempt that could not reach Redis
+// together with ErrNotObtained.
+func wrapsOther(err, target error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if wrapsOther(inner, target) {
+				return true
+			}
+		}
+		return false
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return wrapsOther(inner, target)
+		}
+	}
+	return err != target
 }
 
 // forward passes a signal that rlock received on to the running cmd: to its process group,
@@ -263,7 +296,7 @@ func (x *execution) stop(cmd *exec.Cmd, held context.Context, exited <-chan stru
 	}
 	why := ""
 	if cause != rlock.ErrLockLost { // the bare sentinel adds nothing; a lease end says more
-		why = " (" + cause.Error() + ")"
+		why = " (" + errorText(cause) + ")"
 	}
 	x.report("%s %s while CMD ran%s: stopping CMD (SIGTERM, SIGKILL after %v)", x.lk.what(), what, why, x.f.killAfter)
 	x.signal(cmd, syscall.SIGTERM, group)
@@ -276,7 +309,7 @@ func (x *execution) stop(cmd *exec.Cmd, held context.Context, exited <-chan stru
 				x.signal(cmd, syscall.SIGKILL, true)
 			}
 			_ = x.lk.release(held) // reports the loss; Redis is not touched for a lost hold
-			return x.f.lostExit
+			return x.f.lost()
 		case <-kill.C:
 			x.report("CMD still runs %v after SIGTERM: sending SIGKILL", x.f.killAfter)
 			x.signal(cmd, syscall.SIGKILL, group)
@@ -290,7 +323,7 @@ func (x *execution) stop(cmd *exec.Cmd, held context.Context, exited <-chan stru
 func (x *execution) signal(cmd *exec.Cmd, sig syscall.Signal, group bool) {
 	err := signalCmd(cmd, sig, group)
 	if err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH) {
-		x.report("sending CMD %v: %v", sig, err)
+		x.report("sending CMD %v: %s", sig, errorText(err))
 	}
 }
 
@@ -304,13 +337,23 @@ func (x *execution) finish(held context.Context, code int) int {
 		return code
 	case errors.Is(err, rlock.ErrLockLost) && code == 0:
 		x.report("%s was lost before CMD ended: its run may have overlapped another holder's", x.lk.what())
-		return x.f.lostExit
+		return x.f.lost()
 	case errors.Is(err, rlock.ErrLockLost):
 		x.report("%s was lost before CMD ended; exiting with CMD's status %d", x.lk.what(), code)
 		return code
 	}
-	x.report("releasing %s: %v (it expires by itself within its lease)", x.lk.what(), err)
+	x.report("releasing: %s (it expires by itself within its lease)", x.about(err))
 	return code
+}
+
+// about is the message of err, an error of the library about the lock, naming the lock once:
+// the library's errors about a lock start with its kind and name.
+func (x *execution) about(err error) string {
+	msg := errorText(err)
+	if strings.HasPrefix(msg, x.lk.what()) {
+		return msg
+	}
+	return x.lk.what() + ": " + msg
 }
 
 // report writes one line about what rlock did to stderr.

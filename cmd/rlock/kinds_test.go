@@ -101,12 +101,12 @@ func TestExec_readers(t *testing.T) {
 
 	code, _, stderr := e.run("exec", "--write", "--wait", "0", "cfg", "--", "true")
 	assert.Equal(t, exitTempFail, code)
-	assert.Equal(t, "rlock: lock \"cfg\" is held by other owners (readers or a writer)\n", stderr)
+	assert.Equal(t, "rlock: rw_mutex \"cfg\" is held by other owners (readers or a writer)\n", stderr)
 
 	code, out, stderr := e.run("status", "cfg")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
 	lease := `, lease (2[89]\.\d+|30(\.0+)?)s left\n`
-	assert.Regexp(t, `^cfg: read-write lock held for reading by 2 owners \(key `+regexp.QuoteMeta(e.prefix)+`:\{cfg\}\)\n`+
+	assert.Regexp(t, `^cfg: rw_mutex held for reading by 2 owners \(key `+regexp.QuoteMeta(e.prefix)+`:\{cfg\}\)\n`+
 		`(reader reader-1: 1 hold`+lease+`reader reader-2: 1 hold`+lease+`|reader reader-2: 1 hold`+lease+`reader reader-1: 1 hold`+lease+`)$`, out)
 
 	writer := e.start("exec", "--write", "--owner", "writer", "cfg", "--", "echo", "written")
@@ -117,7 +117,7 @@ func TestExec_readers(t *testing.T) {
 	assert.Regexp(t, `writers waiting: 1\n  1\. writer, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
 	code, _, stderr = e.run("exec", "--read", "--wait", "0", "cfg", "--", "true")
 	assert.Equal(t, exitTempFail, code, "a new reader got in before the waiting writer")
-	assert.Equal(t, "rlock: lock \"cfg\" is held for writing, or a writer waits\n", stderr)
+	assert.Equal(t, "rlock: rw_mutex \"cfg\" is held for writing, or a writer waits\n", stderr)
 	// A reader that holds already re-enters, writer or not.
 	code, _, stderr = e.run("exec", "--read", "--owner", "reader-1", "--wait", "0", "cfg", "--", "true")
 	assert.Equal(t, 0, code, "stderr: %s", stderr)
@@ -143,13 +143,13 @@ func TestExec_writerStatus(t *testing.T) {
 	w.expect(t, "ready", 5*time.Second)
 	code, out, stderr := e.run("status", "doc")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^doc: read-write lock held for writing \(key .*\)\nwriter wr: 1 hold, lease (2[89]\.\d+|30(\.0+)?)s left\n$`, out)
+	assert.Regexp(t, `^doc: rw_mutex held for writing \(key .*\)\nwriter wr: 1 hold, lease (2[89]\.\d+|30(\.0+)?)s left\n$`, out)
 
 	// The writer's CMD takes a read hold as the same owner (at once) and shows the status.
 	nested := append([]string{"--read", "--owner", "wr", "--wait", "0", "doc", "--", rlockBin}, e.argv("status", "doc")...)
 	code, out, stderr = e.run("exec", nested...)
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^doc: read-write lock held for writing .*\nwriter wr: 1 hold, lease .*\nreader wr: 1 hold, lease .*\n$`, out)
+	assert.Regexp(t, `^doc: rw_mutex held for writing .*\nwriter wr: 1 hold, lease .*\nreader wr: 1 hold, lease .*\n$`, out)
 	w.signal(t, syscall.SIGTERM)
 	w.expect(t, "got-term", 2*time.Second)
 	assert.Equal(t, 0, w.wait(t, 5*time.Second))
@@ -161,6 +161,7 @@ func TestExec_writerStatus(t *testing.T) {
 	code, _, stderr = e.run("exec", upgrade...)
 	assert.Equal(t, exitUsage, code, "stderr: %s", stderr)
 	assert.Less(t, time.Since(start), 3*time.Second, "refused at once")
+	assert.Contains(t, stderr, `rlock: rw_mutex "doc": invalid argument: owner "rd" holds it only for reading`)
 	assert.Contains(t, stderr, "Run 'rlock help' for usage.")
 }
 
@@ -183,7 +184,8 @@ func TestExec_semaphore(t *testing.T) {
 
 	code, _, stderr = e.run("exec", "--semaphore", "3", "--wait", "0", "pool", "--", "true")
 	assert.Equal(t, exitUsage, code, "stderr: %s", stderr)
-	assert.Contains(t, stderr, "Run 'rlock help' for usage.")
+	assert.Equal(t, "rlock: semaphore \"pool\": invalid argument: the semaphore is in use with 2 permits, not 3\n"+
+		"Run 'rlock help' for usage.\n", stderr)
 
 	code, out, stderr := e.run("status", "pool")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
@@ -263,7 +265,7 @@ func TestExec_killedHolderKinds(t *testing.T) {
 }
 
 // TestExec_forceUnlockRW: unlock --force of a read-write lock held for reading by two rlock
-// exec stops both CMDs (SIGTERM; exit 75); of one held for writing, the writer's.
+// exec stops both CMDs (SIGTERM; exit 79); of one held for writing, the writer's.
 func TestExec_forceUnlockRW(t *testing.T) {
 	e := newEnv(t)
 	var readers []*proc
@@ -277,8 +279,8 @@ func TestExec_forceUnlockRW(t *testing.T) {
 	assert.Equal(t, "f: was locked; deleted\n", out)
 	for _, r := range readers {
 		r.expect(t, "got-term", 2*time.Second)
-		assert.Equal(t, exitTempFail, r.wait(t, 5*time.Second))
-		assert.Contains(t, r.stderr.String(), `rlock: lock "f" lost while CMD ran`)
+		assert.Equal(t, exitLost, r.wait(t, 5*time.Second))
+		assert.Contains(t, r.stderr.String(), `rlock: rw_mutex "f" lost while CMD ran`)
 	}
 
 	w := e.start("exec", "--write", "--fair", "--watchdog", "1s", "f", "--", "sh", "-c", holdScript, "sh", "0")
@@ -287,7 +289,8 @@ func TestExec_forceUnlockRW(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	assert.Equal(t, "f: was locked; deleted\n", out)
 	w.expect(t, "got-term", 2*time.Second)
-	assert.Equal(t, exitTempFail, w.wait(t, 5*time.Second))
+	assert.Equal(t, exitLost, w.wait(t, 5*time.Second))
+	assert.Contains(t, w.stderr.String(), `rlock: fair_rw_mutex "f" lost while CMD ran`)
 
 	code, out, _ = e.run("unlock", "--force", "f")
 	assert.Equal(t, exitFree, code)
@@ -321,7 +324,7 @@ func TestStatus_fairRWQueue(t *testing.T) {
 		_, out, _ = e.run("status", "q")
 		return strings.Contains(out, "queue: 1 waiting\n")
 	}, 5*time.Second, 50*time.Millisecond, "the reader never showed in the queue: %s", out)
-	assert.Regexp(t, `^q: read-write lock held for writing .*\nwriter w1: 1 hold, lease .*\nqueue: 1 waiting\n  1\. r1 \(read\), deadline in .*\n$`, out)
+	assert.Regexp(t, `^q: fair_rw_mutex held for writing .*\nwriter w1: 1 hold, lease .*\nqueue: 1 waiting\n  1\. r1 \(read\), deadline in .*\n$`, out)
 	w.signal(t, syscall.SIGTERM)
 	w.expect(t, "got-term", 2*time.Second)
 	assert.Equal(t, 0, w.wait(t, 5*time.Second))
@@ -333,7 +336,7 @@ func TestStatus_fairRWQueue(t *testing.T) {
 }
 
 // TestExec_forceUnlockSemaphore: unlock --force of a semaphore ends every hold (their CMDs get
-// SIGTERM, exit 75) and lets a queued waiter in at once; the permit count stays checked while
+// SIGTERM, exit 79) and lets a queued waiter in at once; the permit count stays checked while
 // it waits.
 func TestExec_forceUnlockSemaphore(t *testing.T) {
 	e := newEnv(t)
@@ -359,7 +362,7 @@ func TestExec_forceUnlockSemaphore(t *testing.T) {
 	assert.Equal(t, 0, waiter.wait(t, 5*time.Second))
 	for _, h := range holders {
 		h.expect(t, "got-term", 3*time.Second) // the next renewal, a third of the lease on
-		assert.Equal(t, exitTempFail, h.wait(t, 5*time.Second))
+		assert.Equal(t, exitLost, h.wait(t, 5*time.Second))
 		assert.Contains(t, h.stderr.String(), `rlock: semaphore "sem" lost while CMD ran`)
 	}
 	code, out, _ = e.run("unlock", "--force", "sem")
@@ -381,7 +384,7 @@ func TestExec_wrongKind(t *testing.T) {
 		{nil, [][]string{{"--read"}, {"--write"}, {"--semaphore", "2"}},
 			"is a mutex in Redis (key %s): take it without --read, --write or --semaphore, as everyone using it must"},
 		{[]string{"--read"}, [][]string{{}, {"--semaphore", "2"}},
-			"is a read-write lock in Redis (key %s): take it with --read or --write, as everyone using it must"},
+			"is a rw_mutex in Redis (key %s): take it with --read or --write, as everyone using it must"},
 		{[]string{"--semaphore", "2"}, [][]string{{}, {"--write"}},
 			"is a semaphore in Redis (key %s): take it with --semaphore N, as everyone using it must"},
 	} {

@@ -52,7 +52,8 @@ type locker interface {
 	acquire(ctx context.Context, wait time.Duration) (context.Context, error)
 	// release gives back the hold that held, from acquire, carries.
 	release(held context.Context) error
-	// what names the lock in messages: `lock "NAME"`, `semaphore "NAME"`.
+	// what names the lock in messages by its kind, as rlock.State.Kind spells it, and its
+	// name, as the library's errors do: `mutex "NAME"`, `fair_rw_mutex "NAME"`.
 	what() string
 	// busy says why acquire gave up: what holds the lock (or waits for it) such that this
 	// hold could not be had.
@@ -68,11 +69,14 @@ func newLocker(s *session, f *execFlags, kind holdKind, name string, opts ...rlo
 	case kindSemaphore:
 		return semaphoreLocker{s.locks.NewSemaphore(name, f.semaphore, opts...)}
 	}
-	return mutexLocker{s.mutex(&f.redisFlags, name, opts...)}
+	return mutexLocker{s.mutex(&f.redisFlags, name, opts...), f.fair}
 }
 
 // mutexLocker holds a mutex, plain or fair.
-type mutexLocker struct{ m *rlock.Mutex }
+type mutexLocker struct {
+	m    *rlock.Mutex
+	fair bool
+}
 
 // acquire locks the mutex: Lock, or TryLock for a bounded wait.
 func (l mutexLocker) acquire(ctx context.Context, wait time.Duration) (context.Context, error) {
@@ -85,7 +89,12 @@ func (l mutexLocker) acquire(ctx context.Context, wait time.Duration) (context.C
 // release unlocks the mutex once.
 func (l mutexLocker) release(held context.Context) error { return l.m.Unlock(held) }
 
-func (l mutexLocker) what() string { return fmt.Sprintf("lock %q", l.m.Name()) }
+func (l mutexLocker) what() string {
+	if l.fair {
+		return fmt.Sprintf("%s %q", rlock.KindFairMutex, l.m.Name())
+	}
+	return fmt.Sprintf("%s %q", rlock.KindMutex, l.m.Name())
+}
 func (l mutexLocker) busy() string { return "is held by another owner" }
 
 // rwLocker holds a read-write mutex, plain (writer preference) or fair, for reading or for
@@ -117,7 +126,12 @@ func (l rwLocker) release(held context.Context) error {
 	return l.rw.RUnlock(held)
 }
 
-func (l rwLocker) what() string { return fmt.Sprintf("lock %q", l.rw.Name()) }
+func (l rwLocker) what() string {
+	if l.fair {
+		return fmt.Sprintf("%s %q", rlock.KindFairRWMutex, l.rw.Name())
+	}
+	return fmt.Sprintf("%s %q", rlock.KindRWMutex, l.rw.Name())
+}
 
 func (l rwLocker) busy() string {
 	switch {
@@ -145,7 +159,7 @@ func (l semaphoreLocker) acquire(ctx context.Context, wait time.Duration) (conte
 // release gives the permit of held back.
 func (l semaphoreLocker) release(held context.Context) error { return l.s.Release(held) }
 
-func (l semaphoreLocker) what() string { return fmt.Sprintf("semaphore %q", l.s.Name()) }
+func (l semaphoreLocker) what() string { return fmt.Sprintf("%s %q", rlock.KindSemaphore, l.s.Name()) }
 
 func (l semaphoreLocker) busy() string {
 	return fmt.Sprintf("has no free permit of %d (or others wait before)", l.s.Permits())
@@ -158,31 +172,30 @@ func (l semaphoreLocker) busy() string {
 // between it and the acquisition); errors are left to the acquisition to report.
 func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
 	st, err := readState(s, name)
-	found := kindNoun(st.Kind)
-	if err != nil || found == lockNone {
+	found := familyOf(st.Kind)
+	if err != nil || found == familyNone {
 		return nil
 	}
-	want := lockMutex
+	want := familyMutex
 	switch kind {
 	case kindRead, kindWrite:
-		want = lockRW
+		want = familyRW
 	case kindSemaphore:
-		want = lockSemaphore
+		want = familySemaphore
 	}
 	if found == want {
 		return nil
 	}
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
-		name, found, wire.LockKey(f.keyPrefix(), name), takenWith(found))
+		name, st.Kind, wire.LockKey(f.keyPrefix(), name), takenWith(found))
 }
 
-// takenWith names the flags of exec that take a lock of kind found (lockMutex, lockRW or
-// lockSemaphore).
-func takenWith(found string) string {
+// takenWith names the flags of exec that take a lock of the family found.
+func takenWith(found family) string {
 	switch found {
-	case lockRW:
+	case familyRW:
 		return "with --read or --write"
-	case lockSemaphore:
+	case familySemaphore:
 		return "with --semaphore N"
 	}
 	return "without --read, --write or --semaphore"

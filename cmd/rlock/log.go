@@ -31,7 +31,7 @@ func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >
 func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString("rlock: warning: ")
-	b.WriteString(strings.TrimPrefix(r.Message, "rlock: "))
+	b.WriteString(libPrefix.ReplaceAllString(r.Message, "$1"))
 	attrs := append([]slog.Attr(nil), h.attrs...)
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
@@ -43,7 +43,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		} else {
 			b.WriteString(" ")
 		}
-		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+		fmt.Fprintf(&b, "%s=%s", a.Key, libPrefix.ReplaceAllString(a.Value.String(), "$1"))
 	}
 	if len(attrs) > 0 {
 		b.WriteString(")")

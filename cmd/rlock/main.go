@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 )
 
 // Exit statuses of rlock itself (exec also passes CMD's own status through).
 const (
 	exitUsage       = 64  // EX_USAGE: bad flags or arguments
 	exitUnavailable = 69  // EX_UNAVAILABLE: exec could not use Redis (unreachable, error reply)
-	exitTempFail    = 75  // EX_TEMPFAIL: exec did not get the lock in time, or lost it
+	exitTempFail    = 75  // EX_TEMPFAIL: exec did not get the lock in time (CMD did not run)
+	exitLost        = 79  // exec: the lock was lost while CMD ran (default of --lost-exit)
 	exitCannotExec  = 126 // CMD exists but could not be started
 	exitNotFound    = 127 // CMD was not found
 	exitSignalBase  = 128 // 128+n: CMD died of signal n, or rlock was stopped by it while waiting
@@ -31,12 +34,15 @@ Usage:
   rlock exec [flags] NAME [--] CMD [ARG...]   run CMD while holding the lock NAME
   rlock status [flags] NAME                    show who holds NAME, and who waits
   rlock unlock --force [flags] NAME            delete the lock NAME, whoever holds it
+  rlock version                                rlock's version and Go's (also --version)
   rlock help                                   this text (also -h, --help)
 
-Flags may come before or after NAME (exec: before CMD). Durations: 500ms, 10s, 5m, 1h.
+Flags may come before or after NAME (exec: before CMD). Durations need a unit: 500ms, 10s,
+5m, 1h.
 
 Flags of every subcommand:
   --redis URL       the Redis to use; default $REDIS_URL; one of them is required.
+                    host:port (as REDIS_ADDR) is redis://host:port;
                     redis://[user:password@]host[:port][/db], rediss://... for TLS,
                     unix://[user:password@]/path/to/redis.sock[?db=N]; more seed nodes with
                     ?addr=host2:port&addr=... (a Redis Cluster is detected by itself);
@@ -60,10 +66,12 @@ Flags of exec:
   --owner ID        hold the lock as owner ID (default: a fresh random one); a process with the
                     same ID re-enters the hold instead of waiting for it (cross-process
                     reentrancy). CMD finds the owner in $RLOCK_OWNER and NAME in $RLOCK_NAME
-  --lost-exit N     exit status when the lock is lost while CMD runs (default 75)
+  --lost-exit N     exit status when the lock is lost while CMD runs (default 79)
   --kill-after D    when the lock is lost: SIGKILL CMD this long after SIGTERM (default 10s)
   --foreground      keep CMD in rlock's process group, for a CMD that reads from the terminal
                     (see Signals)
+  --quiet           no line on stderr when the lock is not obtained (exit 75 all the same):
+                    a skipped cron round mails nothing. Other messages are still printed
   --read, --write   a read or a write hold of the read-write lock NAME: any number of readers
                     at once, or one writer. A waiting writer holds back new readers (with
                     --fair: arrival order). An owner holding only read holds that asks to
@@ -75,7 +83,7 @@ Flags of exec:
 
 exec takes the lock, runs CMD with rlock's stdin, stdout, stderr and environment, and
 releases the lock when CMD exits. If the lock is lost while CMD runs (its lease ran out, or
-"rlock unlock --force"), rlock sends CMD SIGTERM, then SIGKILL after --kill-after, and exits 75.
+"rlock unlock --force"), rlock sends CMD SIGTERM, then SIGKILL after --kill-after, and exits 79.
 
 Signals: SIGINT, SIGTERM and SIGHUP that rlock gets while CMD runs are passed on to CMD, and
 rlock exits with CMD's status. CMD runs in a process group of its own, so that signals and a
@@ -91,22 +99,24 @@ Exit status:
                 another type at NAME, another --semaphore N, an upgrade from --read to
                 --write), or NAME is held in Redis as another kind of lock
             69  Redis unreachable, or an error from it
-            75  the lock is taken and --wait ran out (or --wait 0); or it was lost while CMD
-                ran, or found lost on release after CMD succeeded (--lost-exit N: N)
+            75  the lock is taken and --wait ran out (or --wait 0): CMD did not run
+            79  the lock was lost while CMD ran, or found lost on release after CMD
+                succeeded: its run may have overlapped another's (--lost-exit N: N)
             126 CMD cannot be run; 127 CMD not found
             129, 130, 143: SIGHUP, SIGINT, SIGTERM while waiting for the lock
   status    0 held (a semaphore: any permit out), 1 free, 2 error, 64 usage error
   unlock    0 the lock existed (deleted now), 1 it did not, 2 error, 64 usage error
+  version   0
 
-status and unlock --force tell the kind of NAME (mutex, read-write lock, semaphore) from its
-keys in Redis. unlock --force ends every hold: each holder's CMD is stopped within a third of
-its --watchdog.
+status and unlock --force tell the kind of NAME from its keys in Redis: mutex, rw_mutex
+(--read, --write), semaphore; fair_mutex, fair_rw_mutex while waiters queue. unlock --force
+ends every hold: each holder's CMD is stopped within a third of its --watchdog.
 
 Example: at most one copy of a job across the fleet; a host that finds it running skips this
-round (exit 75, and one line on stderr, which cron mails). In the crontab of every host:
+round (exit 75; --quiet: silently, so cron mails nothing). In the crontab of every host:
 
   REDIS_URL=redis://locks.internal:6379/0
-  */10 * * * * rlock exec --wait 0 sync-invoices -- /usr/local/bin/sync-invoices
+  */10 * * * * rlock exec --wait 0 --quiet sync-invoices -- /usr/local/bin/sync-invoices
 
   rlock status sync-invoices         # who runs it, and how long its lease has left
   rlock unlock --force sync-invoices # its CMD gets SIGTERM within --watchdog/3 (10s)
@@ -136,8 +146,30 @@ func run(args []string, env []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	}
 	return usageFailed(stderr, usagef("unknown subcommand %q", sub))
+}
+
+// version is the line of "rlock version": the module's version as the build recorded it
+// ("(devel)" when it recorded none, as for a build from a clone) and the Go release that
+// built it.
+//
+//	rlock version v1.2.0, built with go1.25.1
+func version() string {
+	v, goVersion := "", runtime.Version()
+	if info, ok := debug.ReadBuildInfo(); ok {
+		v = info.Main.Version
+		if info.GoVersion != "" {
+			goVersion = info.GoVersion
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return fmt.Sprintf("rlock version %s, built with %s", v, goVersion)
 }
 
 // usageError is a mistake in the command line: rlock reports it and exits 64.

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +29,8 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "redis", "", "Redis URL (default $REDIS_URL)")
 	fs.StringVar(&f.prefix, "prefix", rlock.DefaultKeyPrefix, "key prefix")
 	fs.BoolVar(&f.fair, "fair", false, "fair lock")
-	fs.DurationVar(&f.watchdog, "watchdog", rlock.DefaultWatchdogTimeout, "lease renewed by the watchdog")
-	fs.DurationVar(&f.fairWait, "fair-wait", rlock.DefaultFairWaitTimeout, "fair waiter's place without polling")
+	durationVar(fs, &f.watchdog, "watchdog", rlock.DefaultWatchdogTimeout, "lease renewed by the watchdog")
+	durationVar(fs, &f.fairWait, "fair-wait", rlock.DefaultFairWaitTimeout, "fair waiter's place without polling")
 }
 
 // keyPrefix is the key prefix in use: --prefix, or the library's default for an empty one.
@@ -40,24 +42,50 @@ func (f *redisFlags) keyPrefix() string {
 }
 
 // clientOption checks the flags and returns the rueidis options of the Redis URL: --redis,
-// else REDIS_URL from env. Every error is a usage error.
+// else REDIS_URL from env. A plain host:port, as REDIS_ADDR of the library's examples, is
+// taken as redis://host:port. Every error is a usage error.
 func (f *redisFlags) clientOption(fs *flag.FlagSet, env []string) (rueidis.ClientOption, error) {
 	if err := nonNegative(fs, map[string]time.Duration{"watchdog": f.watchdog, "fair-wait": f.fairWait}); err != nil {
 		return rueidis.ClientOption{}, err
 	}
-	u := f.url
+	u, from := f.url, "--redis"
 	if u == "" {
-		u = lookupEnv(env, "REDIS_URL")
+		u, from = lookupEnv(env, "REDIS_URL"), "$REDIS_URL"
 	}
 	if u == "" {
 		return rueidis.ClientOption{}, usagef("%s: no Redis: give --redis URL or set REDIS_URL "+
 			"(in a crontab, set it there: cron's environment is nearly empty)", fs.Name())
 	}
-	opt, err := rueidis.ParseURL(u)
-	if err != nil {
-		return opt, usagef("%s: --redis %s: %v", fs.Name(), redact(u), err)
+	if hostPort(u) {
+		u = "redis://" + u
 	}
-	return opt, nil
+	opt, err := rueidis.ParseURL(u)
+	if err == nil {
+		return opt, nil
+	}
+	if !strings.Contains(u, "://") {
+		scheme := "redis://"
+		if strings.HasPrefix(u, "/") {
+			scheme = "unix://"
+		}
+		return opt, usagef("%s: %s is not a Redis URL (it has no scheme://): did you mean %s?",
+			fs.Name(), from, redact(scheme+u))
+	}
+	return opt, usagef("%s: %s %s: %v", fs.Name(), from, redact(u), err)
+}
+
+// hostPort reports whether u is a plain host:port (a host name or address and a port number),
+// with no scheme.
+func hostPort(u string) bool {
+	if strings.Contains(u, "://") {
+		return false
+	}
+	host, port, err := net.SplitHostPort(u)
+	if err != nil || host == "" || strings.ContainsAny(host, "/@") {
+		return false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && n > 0
 }
 
 // lookupEnv returns the value of key in env (KEY=value entries; the last one wins), or "".
@@ -71,13 +99,26 @@ func lookupEnv(env []string, key string) string {
 	return v
 }
 
-// redact returns the URL u with its password replaced by "xxxxx", for messages.
+// redact returns the URL u with its password replaced by "xxxxx", for messages; for a u that
+// does not parse, the text between the first ':' and the last '@' of its authority.
 func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
 		return "(unparsable URL)"
 	}
-	return p.Redacted()
+	authority, path, slash := strings.Cut(rest, "/")
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if user, _, hasPassword := strings.Cut(authority[:at], ":"); hasPassword {
+			authority = user + ":xxxxx" + authority[at:]
+		}
+	}
+	if slash {
+		authority += "/" + path
+	}
+	return scheme + "://" + authority
 }
 
 // session is a connection to Redis and the lock client on it.
@@ -95,7 +136,7 @@ func open(opt rueidis.ClientOption, f *redisFlags, stderr io.Writer, failed int)
 		return nil, usageFailed(stderr, err)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "rlock: %v\n", err)
+		fmt.Fprintf(stderr, "rlock: %s\n", errorText(err))
 		return nil, failed
 	}
 	return s, 0
@@ -118,7 +159,7 @@ func connect(opt rueidis.ClientOption, f *redisFlags, stderr io.Writer) (*sessio
 	if err != nil {
 		rc.Close()
 		if errors.Is(err, rlock.ErrInvalid) {
-			return nil, usagef("%s", strings.TrimPrefix(err.Error(), "rlock: "))
+			return nil, usagef("%s", errorText(err))
 		}
 		return nil, err
 	}
@@ -151,7 +192,7 @@ func (s *session) close() {
 // key of another type at the lock's name) into a usage error, and leaves others alone.
 func lockErr(err error) error {
 	if errors.Is(err, rlock.ErrInvalid) {
-		return usagef("%s", strings.TrimPrefix(err.Error(), "rlock: "))
+		return usagef("%s", errorText(err))
 	}
 	return err
 }

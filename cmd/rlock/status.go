@@ -14,27 +14,30 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// The kinds of lock that status, unlock and exec tell apart, as they name them in messages;
-// lockNone when Redis holds nothing at the name (a free lock of any kind).
+// family is what status, unlock and exec tell apart about a lock: its kind, fair or not (a
+// fair lock keeps a plain one's keys while nobody queues). Messages name a kind as
+// rlock.State.Kind spells it.
+type family int
+
 const (
-	lockNone      = ""
-	lockMutex     = "mutex"
-	lockRW        = "read-write lock"
-	lockSemaphore = "semaphore"
+	familyNone      family = iota // Redis holds nothing at the name (a free lock of any kind)
+	familyMutex                   // mutex, fair_mutex
+	familyRW                      // rw_mutex, fair_rw_mutex
+	familySemaphore               // semaphore
 )
 
-// kindNoun names the kind of lock of a State (rlock.Client.State tells it from the keys in
+// familyOf returns the family of a State's Kind (rlock.Client.State tells it from the keys in
 // Redis; a fair lock shows as fair only while its queue exists).
-func kindNoun(kind string) string {
+func familyOf(kind string) family {
 	switch kind {
 	case rlock.KindMutex, rlock.KindFairMutex:
-		return lockMutex
+		return familyMutex
 	case rlock.KindRWMutex, rlock.KindFairRWMutex:
-		return lockRW
+		return familyRW
 	case rlock.KindSemaphore:
-		return lockSemaphore
+		return familySemaphore
 	}
-	return lockNone
+	return familyNone
 }
 
 // readState reads the state of the lock name, whatever its kind (rlock.Client.State).
@@ -71,7 +74,7 @@ func runStatus(args []string, env []string, stdout, stderr io.Writer) int {
 	defer s.close()
 	st, err := readState(s, name)
 	if err != nil {
-		fmt.Fprintf(stderr, "rlock: status: %v\n", err)
+		fmt.Fprintf(stderr, "rlock: status: %s\n", errorText(err))
 		return exitError
 	}
 	printState(stdout, st, wire.LockKey(f.keyPrefix(), name), f.fair)
@@ -99,12 +102,12 @@ func oneName(fs *flag.FlagSet, pos, rest []string) error {
 // printState writes st for the lock whose hash is the Redis key key; fair adds "queue: empty"
 // when nobody queues (a queue with waiters is always shown).
 //
-//	nightly: held (key rlock:{nightly}), lease 29.874s left
+//	nightly: fair_mutex held (key rlock:{nightly}), lease 29.874s left
 //	holder 3kq8f0b2c1d9e1: 1 hold
 //	queue: 1 waiting
 //	  1. owner-b, deadline in 4.985s
 //
-//	config: read-write lock held for reading by 2 owners (key rlock:{config})
+//	config: rw_mutex held for reading by 2 owners (key rlock:{config})
 //	reader web-1: 1 hold, lease 29.874s left
 //	reader web-2: 1 hold, lease 29.5s left
 //	writers waiting: 1
@@ -114,7 +117,7 @@ func oneName(fs *flag.FlagSet, pos, rest []string) error {
 //	hold 5f0c2a...: 1 permit, lease 29.874s left
 //	hold 9e1b7d...: 1 permit, lease 12.1s left
 func printState(w io.Writer, st rlock.State, key string, fair bool) {
-	name, kind := st.Name, kindNoun(st.Kind)
+	name, kind := st.Name, familyOf(st.Kind)
 	// Writers first, then readers, each by owner; Redis lists holds in no particular order.
 	holders := slices.Clone(st.Holders)
 	slices.SortStableFunc(holders, func(a, b rlock.Holder) int {
@@ -126,7 +129,7 @@ func printState(w io.Writer, st rlock.State, key string, fair bool) {
 	switch {
 	case len(holders) == 0:
 		fmt.Fprintf(w, "%s: free (key %s)\n", name, key)
-	case kind == lockRW:
+	case kind == familyRW:
 		owners := map[string]bool{}
 		writing := false
 		for _, h := range holders {
@@ -134,31 +137,31 @@ func printState(w io.Writer, st rlock.State, key string, fair bool) {
 			writing = writing || h.Mode == "write"
 		}
 		if writing {
-			fmt.Fprintf(w, "%s: read-write lock held for writing (key %s)\n", name, key)
+			fmt.Fprintf(w, "%s: %s held for writing (key %s)\n", name, st.Kind, key)
 		} else {
-			fmt.Fprintf(w, "%s: read-write lock held for reading by %d %s (key %s)\n", name, len(owners),
+			fmt.Fprintf(w, "%s: %s held for reading by %d %s (key %s)\n", name, st.Kind, len(owners),
 				plural(int64(len(owners)), "owner", "owners"), key)
 		}
-	case kind == lockSemaphore:
+	case kind == familySemaphore:
 		var out int64
 		for _, h := range holders {
 			out += int64(h.Count)
 		}
-		fmt.Fprintf(w, "%s: semaphore, %d of %d permits out (key %s)\n", name, out, st.Permits, key)
+		fmt.Fprintf(w, "%s: %s, %d of %d permits out (key %s)\n", name, st.Kind, out, st.Permits, key)
 	case holders[0].Lease < 0:
-		fmt.Fprintf(w, "%s: held (key %s), no lease: the key has no expiry\n", name, key)
+		fmt.Fprintf(w, "%s: %s held (key %s), no lease: the key has no expiry\n", name, st.Kind, key)
 	default:
-		fmt.Fprintf(w, "%s: held (key %s), lease %v left\n", name, key, holders[0].Lease)
+		fmt.Fprintf(w, "%s: %s held (key %s), lease %v left\n", name, st.Kind, key, holders[0].Lease)
 	}
 	for _, h := range holders {
 		n := int64(h.Count)
 		switch kind {
-		case lockMutex:
+		case familyMutex:
 			fmt.Fprintf(w, "holder %s: %d %s\n", h.Owner, n, plural(n, "hold", "holds"))
-		case lockRW:
+		case familyRW:
 			fmt.Fprintf(w, "%s %s: %d %s, lease %v left\n", map[string]string{"write": "writer", "read": "reader"}[h.Mode],
 				h.Owner, n, plural(n, "hold", "holds"), h.Lease)
-		case lockSemaphore:
+		case familySemaphore:
 			fmt.Fprintf(w, "hold %s: %d %s, lease %v left\n", h.Owner, n, plural(n, "permit", "permits"), h.Lease)
 		}
 	}

@@ -29,7 +29,7 @@ func TestStatus(t *testing.T) {
 	holder.expect(t, "ready", 5*time.Second)
 	code, out, stderr = e.run("status", "s")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^s: held \(key `+regexp.QuoteMeta(key)+`\), lease (2[89]\.\d+|30(\.0+)?)s left\nholder owner-a: 1 hold\n$`, out)
+	assert.Regexp(t, `^s: mutex held \(key `+regexp.QuoteMeta(key)+`\), lease (2[89]\.\d+|30(\.0+)?)s left\nholder owner-a: 1 hold\n$`, out)
 
 	code, out, _ = e.run("status", "s", "--fair") // flags may follow NAME
 	assert.Equal(t, exitHeld, code)
@@ -65,7 +65,7 @@ func TestStatus_fairQueue(t *testing.T) {
 		return strings.Contains(out, "queue: 1 waiting")
 	}, 5*time.Second, 50*time.Millisecond, "the waiter never showed in the queue: %s", out)
 	assert.Equal(t, exitHeld, code)
-	assert.Regexp(t, `^q: held \(key .*\), lease .*s left\nholder fa: 1 hold\nqueue: 1 waiting\n  1\. fb, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
+	assert.Regexp(t, `^q: fair_mutex held \(key .*\), lease .*s left\nholder fa: 1 hold\nqueue: 1 waiting\n  1\. fb, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
 
 	holder.signal(t, syscall.SIGTERM)
 	holder.expect(t, "got-term", 2*time.Second)

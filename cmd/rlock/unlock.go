@@ -46,7 +46,7 @@ func runUnlock(args []string, env []string, stdout, stderr io.Writer) int {
 	defer s.close()
 	existed, err := forceUnlock(s, &f, name)
 	if err != nil { // NAME is valid (oneName): a key of another type, or Redis failed
-		fmt.Fprintf(stderr, "rlock: unlock --force %q: %v\n", name, err)
+		fmt.Fprintf(stderr, "rlock: unlock --force %q: %s\n", name, errorText(err))
 		return exitError
 	}
 	if !existed {
@@ -68,10 +68,10 @@ func forceUnlock(s *session, f *redisFlags, name string) (bool, error) {
 	}
 	fair := *f
 	fair.fair = f.fair || st.Kind == rlock.KindFairMutex || st.Kind == rlock.KindFairRWMutex
-	switch kindNoun(st.Kind) {
-	case lockRW:
+	switch familyOf(st.Kind) {
+	case familyRW:
 		return s.rwMutex(&fair, name).ForceUnlock(context.Background())
-	case lockSemaphore:
+	case familySemaphore:
 		return forceUnlockSemaphore(s, f, name)
 	}
 	return s.mutex(&fair, name).ForceUnlock(context.Background())
