@@ -64,6 +64,17 @@ func (h *hold) live() bool {
 	return false
 }
 
+// fixed reports whether h has live holds in an access that nothing renews (only fixed
+// leases): the watchdog's renewals do not check them.
+func (h *hold) fixed() bool {
+	for _, a := range h.acc {
+		if a.count > 0 && !a.lost && !a.watchdog {
+			return true
+		}
+	}
+	return false
+}
+
 // syncEnd sets endNano to the latest local lease end of h's live accesses, if it has any.
 // Called with its shard's mutex held, whenever one of them moves or ends.
 func (h *hold) syncEnd() {

@@ -118,3 +118,40 @@ func TestRWModes_fixedModeNotRenewed(t *testing.T) {
 		requireNothingHeld(t, e, "the read hold released")
 	})
 }
+
+// TestRWModes_restartEndsMixedHolds: an owner holds an RWMutex for reading with the watchdog
+// and for writing with a fixed 30s lease (which no renewal checks); the server is killed and
+// started again without its data. The hold context ends with ErrLockLost within 1s of the
+// server answering again: the fixed mode is checked as a fixed hold is.
+func TestRWModes_restartEndsMixedHolds(t *testing.T) {
+	e, kill, start := crashable(t, "mixed")
+	c := e.client(rlock.Options{})
+	for _, k := range rwKinds {
+		name := "mixed-" + k.name
+		w, err := k.new(c, name, rlock.WithLease(30*time.Second)).Lock(bg)
+		require.NoError(t, err)
+		r, err := k.new(c, name).RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		require.NoError(t, err)
+		ended := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-w.Done():
+				ended <- time.Now()
+			case <-time.After(10 * time.Second):
+				ended <- time.Time{}
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // let the watcher connect
+		kill()
+		start()
+		back := answering(t, e.Master(name), e.LockKey(name))
+		end := <-ended
+		require.False(t, end.IsZero(), "the hold context did not end")
+		for _, h := range []context.Context{w, r} {
+			require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+		}
+		t.Logf("%s: the hold context ended %v after the server answered again", k.name, end.Sub(back))
+		assert.LessOrEqual(t, end.Sub(back), time.Second)
+	}
+	e.Dep.WaitSteady(t, 20*time.Second) // (its node connections meet the restart here, not in the clean-up)
+}
