@@ -301,8 +301,14 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 	return nil
 }
 
-// settleLanes settles, for the watchdog, every lane with work left that nobody is using.
-func (c *Client) settleLanes() {
+// settleLanes settles, for the watchdog, every lane with work left that nobody is using, on a
+// goroutine of its own (joined on Close), and returns a channel closed when it is done (nil if
+// there was nothing to do). It gives up after within: a node that does not answer (stalled, or
+// dialled and silent: rueidis bounds a connection's handshake by its dial timeout alone) holds
+// up neither the watchdog's renewals nor, past that, the other lanes. What it gave up on stays
+// on its lane (a request whose outcome is unknown is replayed under its id) for the next pass.
+// Called by the watchdog goroutine only.
+func (c *Client) settleLanes(within time.Duration) <-chan struct{} {
 	var todo []*lane
 	c.each(func(sh *shard) {
 		for _, l := range sh.lanes {
@@ -312,13 +318,43 @@ func (c *Client) settleLanes() {
 			}
 		}
 	})
-	for _, l := range todo {
-		select {
-		case l.turn <- struct{}{}:
-			_ = c.settle(context.Background(), l)
-			<-l.turn
-		default:
+	if len(todo) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	c.wg.Add(1) // the watchdog, itself in c.wg, adds: Close is not waiting on a zero count
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		ctx, cancel := giveUpAfter(c.ctx, within)
+		defer cancel()
+		for _, l := range todo {
+			select {
+			case l.turn <- struct{}{}:
+				if ctx.Err() == nil {
+					_ = c.settle(giveUp{ctx}, l)
+				}
+				<-l.turn
+			default:
+			}
+			c.dropLane(l)
 		}
-		c.dropLane(l)
+	}()
+	return done
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
+
+// giveUp is the context of the watchdog's settling: cancelled (never given a deadline, which
+// would make rueidis close a connection under the other calls on it) once the pass gives up.
+// The commands under it keep its cancellation (see detach): a call cut short leaves its work
+// on the lane.
+type giveUp struct{ context.Context }

@@ -13,13 +13,15 @@ import (
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
 const renewBatch = 100
 
-// watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it settles lanes
-// with work left and renews all watchdog holds. After a failed renewal it tries again soon
+// watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
+// watchdog holds and has lanes with work left settled. After a failed renewal it tries again soon
 // (10ms doubling, at most a third of the lease), not a whole period later. Holds granted with
 // a short claim (direct handoff) are renewed on their own before it runs out (see renewSoon).
 func (c *Client) watchdog() {
 	defer c.wg.Done()
 	period := c.lease / 3
+	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
+	var settling <-chan struct{}                    // closed when the last settling ended
 	t := time.NewTimer(period)
 	defer t.Stop()
 	soon := time.NewTimer(time.Hour)
@@ -68,15 +70,18 @@ func (c *Client) watchdog() {
 			}
 			continue
 		}
+		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
+		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
+		if settling == nil || isClosed(settling) {
+			settling = c.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
+		}
 		if claimedOnly {
 			c.soonAt.Store(0)
-			c.settleLanes() // holds the reaper ended but Redis still has (see hold.unacked)
 			if !c.renewHolds(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
 			}
 			continue
 		}
-		c.settleLanes()
 		next := period
 		if c.renewHolds(false) {
 			retry = newBackoff()
