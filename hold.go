@@ -16,7 +16,7 @@ type hold struct {
 	lk         *lock                // the lock that took it, to give it back
 	acc        [accesses]accessHold // its holds by access, each with a lease of its own
 	watchdog   bool                 // some access renews (see accessHold.watchdog)
-	claimed    bool                 // a watchdog hold granted with a claim, not yet renewed: renew it soon
+	claimed    bool                 // a watchdog hold granted with a claim, not renewed yet
 	token      int64
 	lost       bool      // the record ended lost: remaining Unlocks report ErrLockLost
 	releasing  int       // Unlock calls in flight: a renewal that finds no owner is theirs
@@ -95,15 +95,6 @@ type sub struct {
 	cancel context.CancelCauseFunc
 }
 
-// total is the number of h's holds in every access.
-func (h *hold) total() int {
-	n := 0
-	for _, a := range h.acc {
-		n += a.count
-	}
-	return n
-}
-
 // validIn reports whether h's lease in access a has not run out as far as this process knows.
 func (h *hold) validIn(a access) bool {
 	return h != nil && !h.lost && !h.acc[a].lost && time.Now().Before(h.acc[a].expires)
@@ -159,9 +150,6 @@ type ctxUnlock struct {
 	settled bool   // the lane settled it: outcome is what its retry returns
 	outcome error
 }
-
-// pending reports whether u is a release whose request is on its lane, not yet settled.
-func (u ctxUnlock) pending() bool { return u.request != "" && !u.settled }
 
 // leaseEnd is the deadline cause of a hold context with a fixed lease. It unwraps to
 // ErrLockLost, or to context.DeadlineExceeded when a later hold pushed the lease past the

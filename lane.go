@@ -232,9 +232,9 @@ func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration
 
 // settle does the work left on l, whose turn the caller holds, with commands under cmd: it
 // resolves a lost acquire (giving its hold back if it ran), gives back owed holds, and replays
-// a lost Unlock, keeping its outcome for that Unlock's retry (see takeOutcome). It stops at the first
-// transport error, which it returns; errors from Redis are logged and drop the work (the lease
-// bounds the damage).
+// a lost Unlock, keeping its outcome for that Unlock's retry (see takeOutcome). It stops at the
+// first transport error, which it returns; errors from Redis are logged and drop the work (the
+// lease bounds the damage).
 func (c *Client) settle(cmd context.Context, l *lane) error {
 	sh := l.sh
 	sh.mu.Lock()
@@ -322,7 +322,7 @@ func (c *Client) settleLanes(within time.Duration) <-chan struct{} {
 		return nil
 	}
 	done := make(chan struct{})
-	c.wg.Add(1) // the watchdog, itself in c.wg, adds: Close is not waiting on a zero count
+	c.wg.Add(1) // the watchdog is in c.wg itself: Close is not waiting on a zero count
 	go func() {
 		defer c.wg.Done()
 		defer close(done)
