@@ -17,7 +17,10 @@
 // [Options.WatchdogTimeout]. The hold context is cancelled with cause [ErrLockLost] as soon as
 // the library knows the lease is gone, and at the latest when the lease ends as of the last
 // successful renewal (counted from its send time, less 1ms and 0.1%), so it never outlives the
-// lease Redis has; work that must not overlap another holder should run under that context, and writes to other systems
+// lease Redis has (a lease in Redis is never shortened: a re-entry or renewal sets it to at
+// least its own); work that must not overlap another holder should check that context before
+// each step (a context derived from it is the standard library's, and after a pause of the
+// process it looks live until a timer of the library has run), and writes to other systems
 // should carry a fencing token ([WithFencing], [Mutex.Token]). Mutual exclusion is not
 // guaranteed across a failover that loses the lock key, a jump of the Redis server's clock, or
 // a pause of the holder longer than its lease.

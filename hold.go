@@ -13,13 +13,12 @@ type holdKey struct{ key, owner string }
 // its shard's mutex (see shards.go), but for furthest and endNano.
 type hold struct {
 	key, owner string
-	lk         *lock         // the lock that took it, to give it back
-	count      [accesses]int // holds taken in this process and not yet released, by access
-	watchdog   bool          // some hold was taken without a fixed lease: renew it
-	claimed    bool          // a watchdog hold granted with a claim, not yet renewed: renew it soon
-	expires    time.Time     // local end of the lease, no later than Redis' (see localEnd)
+	lk         *lock                // the lock that took it, to give it back
+	acc        [accesses]accessHold // its holds by access, each with a lease of its own
+	watchdog   bool                 // some access renews (see accessHold.watchdog)
+	claimed    bool                 // a watchdog hold granted with a claim, not renewed yet
 	token      int64
-	lost       bool      // the lease is gone; remaining Unlocks report ErrLockLost
+	lost       bool      // the record ended lost: remaining Unlocks report ErrLockLost
 	releasing  int       // Unlock calls in flight: a renewal that finds no owner is theirs
 	start      time.Time // when the record was made (only with an observer)
 	reported   bool      // its end was reported to the observer
@@ -34,19 +33,60 @@ type hold struct {
 	pruneAt  int
 	furthest atomic.Int64 // latest lease end (UnixNano) any hold of this record was given
 
-	// unacked: a renewal extended it in Redis but too few replicas acknowledged it (see
-	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
-	// back in Redis.
-	unacked bool
-	// endNano is expires as UnixNano, for hold contexts to compare with the clock without
+	// endNano is the latest local lease end of its live accesses (see live), as UnixNano: the
+	// end of its hold contexts without a fixed lease, which compare it with the clock without
 	// the shard's mutex (see clocked).
 	endNano atomic.Int64
 }
 
-// setExpires moves the local end of h's lease to t. Called with its shard's mutex held.
-func (h *hold) setExpires(t time.Time) {
-	h.expires = t
-	h.endNano.Store(t.UnixNano())
+// accessHold is the part of a hold record in one access. An owner's read and write holds of an
+// RWMutex each have a lease of their own in Redis, so each access keeps its own count, lease
+// end and loss: one that lapses leaves the other's holds (and the record's contexts) alone.
+type accessHold struct {
+	count    int       // holds taken in this process and not yet released
+	watchdog bool      // some hold was taken without a fixed lease: renew it
+	expires  time.Time // local end of the lease, no later than Redis' (see localEnd); only moves later
+	lost     bool      // the lease is gone; remaining releases in this access report ErrLockLost
+	// unacked: a renewal extended it in Redis but too few replicas acknowledged it (see
+	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
+	// back in Redis.
+	unacked bool
+}
+
+// live reports whether h has holds in some access whose lease is not known to be gone. The
+// record's hold contexts live while it does (and the clock has not passed endNano).
+func (h *hold) live() bool {
+	for _, a := range h.acc {
+		if a.count > 0 && !a.lost {
+			return true
+		}
+	}
+	return false
+}
+
+// fixed reports whether h has live holds in an access that nothing renews (only fixed
+// leases): the watchdog's renewals do not check them.
+func (h *hold) fixed() bool {
+	for _, a := range h.acc {
+		if a.count > 0 && !a.lost && !a.watchdog {
+			return true
+		}
+	}
+	return false
+}
+
+// syncEnd sets endNano to the latest local lease end of h's live accesses, if it has any.
+// Called with its shard's mutex held, whenever one of them moves or ends.
+func (h *hold) syncEnd() {
+	var end time.Time
+	for _, a := range h.acc {
+		if a.count > 0 && !a.lost && a.expires.After(end) {
+			end = a.expires
+		}
+	}
+	if !end.IsZero() {
+		h.endNano.Store(end.UnixNano())
+	}
 }
 
 // sub is a hold context with a cancellable parent.
@@ -55,18 +95,9 @@ type sub struct {
 	cancel context.CancelCauseFunc
 }
 
-// total is the number of h's holds in every access.
-func (h *hold) total() int {
-	n := 0
-	for _, c := range h.count {
-		n += c
-	}
-	return n
-}
-
-// valid reports whether h's lease has not run out as far as this process knows.
-func (h *hold) valid() bool {
-	return h != nil && !h.lost && time.Now().Before(h.expires)
+// validIn reports whether h's lease in access a has not run out as far as this process knows.
+func (h *hold) validIn(a access) bool {
+	return h != nil && !h.lost && !h.acc[a].lost && time.Now().Before(h.acc[a].expires)
 }
 
 // end cancels every hold context of h with cause.
@@ -101,16 +132,23 @@ type holdCtxKey struct {
 	key string
 }
 
-// holdCtx is the value a hold context carries under its holdCtxKey. Its Unlock fields are
+// holdCtx is the value a hold context carries under its holdCtxKey. Its unlock field is
 // guarded by the mutex of h's shard.
 type holdCtx struct {
 	h     *hold
 	token int64
 	trip  context.CancelCauseFunc // ends this context and those nested in it (see clocked)
 
-	pending bool  // an Unlock given this context has a request of unknown outcome on its lane
-	settled bool  // that request was settled: outcome is what a retried Unlock returns
-	outcome error //
+	// unlock, per access: a release given this context whose outcome was unknown when it
+	// returned, until a retry of it (a release in that access with this context) takes it.
+	unlock [accesses]ctxUnlock
+}
+
+// ctxUnlock is a release given a hold context whose reply was lost (see lane.keepUnlock).
+type ctxUnlock struct {
+	request string // its request id; "": none
+	settled bool   // the lane settled it: outcome is what its retry returns
+	outcome error
 }
 
 // leaseEnd is the deadline cause of a hold context with a fixed lease. It unwraps to
@@ -173,10 +211,11 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 	}
 	hk := holdKey{lk.keys.Lock, owner}
 	h := sh.holds[hk]
-	if h != nil && (a.count == 1 && h.count[acc] > 0 || h.ctx.Err() != nil) {
-		// Redis started a fresh hold, so the holds recorded here had already ended; or a hold
-		// context of h found the clock past h's end and ended them all (see clocked) before
-		// the reaper came round to it: this hold starts a new record.
+	if h != nil && (h.acc[acc].count > 0 && (a.count == 1 || h.acc[acc].lost) || h.ctx.Err() != nil) {
+		// Redis started a fresh hold in this access (or re-entered one this process saw lost),
+		// so the holds recorded here in it had already ended; or a hold context of h found the
+		// clock past h's end and ended them all (see clocked) before the reaper came round to
+		// it: this hold starts a new record.
 		if h.releasing > 0 {
 			c.finish(sh, h, context.Canceled)
 		} else {
@@ -196,8 +235,13 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 			c.kickWatch() // the manager keeps no watchers, or is about to stop them
 		}
 	}
-	h.count[acc]++
-	h.watchdog = h.watchdog || lk.lease == 0
+	s := &h.acc[acc]
+	if s.count == 0 {
+		*s = accessHold{} // its earlier holds were all released
+	}
+	s.count++
+	s.watchdog = s.watchdog || lk.lease == 0
+	h.watchdog = h.watchdog || s.watchdog
 	lease := lk.leaseFor()
 	if a.claim > 0 {
 		lease = a.claim
@@ -207,8 +251,11 @@ func (c *Client) register(parent, cmd context.Context, lk *lock, l *lane, owner 
 		h.claimed = true
 		c.renewSoon(end)
 	}
-	if end.After(h.expires) || lk.lease > 0 {
-		h.setExpires(end)
+	// Redis never shortens a lease (a re-entry sets it to at least its own), so neither does
+	// the local end: a re-entry with a shorter lease leaves it where it was.
+	if end.After(s.expires) {
+		s.expires = end
+		h.syncEnd()
 		if at := c.reapAt.Load(); at == 0 || end.UnixNano() < at {
 			c.kickReaper()
 		}
@@ -271,15 +318,33 @@ func (c *Client) retire(sh *shard, h *hold, cause error) {
 	if sh.holds[hk] == h {
 		delete(sh.holds, hk)
 		c.nholds.Add(-1) // the watchers' manager notices none are left within a second
+		if l := sh.lanes[hk]; l != nil {
+			l.dropOutcomes() // the owner holds nothing here that a retried Unlock could release
+		}
 	}
 	sh.holdEnded(h, cause)
 }
 
-// lose marks h lost, removes it and cancels its contexts with ErrLockLost. Its hold contexts
-// still reach it, so that Unlocks through them report ErrLockLost; nothing else keeps it
-// alive (holds that lapse and are never unlocked cost nothing). Called with sh.mu held, sh
-// being h's shard.
+// lose marks h lost in every access, removes it and cancels its contexts with ErrLockLost. Its
+// hold contexts still reach it, so that Unlocks through them report ErrLockLost; nothing else
+// keeps it alive (holds that lapse and are never unlocked cost nothing). Called with sh.mu
+// held, sh being h's shard.
 func (c *Client) lose(sh *shard, h *hold) {
 	h.lost = true
+	for i := range h.acc {
+		h.acc[i].lost = true
+	}
 	c.finish(sh, h, ErrLockLost)
+}
+
+// loseIn marks h's holds in access a lost: their releases report ErrLockLost. The record and its
+// contexts live on while another access is live; otherwise h is lost. Called with sh.mu held,
+// sh being h's shard.
+func (c *Client) loseIn(sh *shard, h *hold, a access) {
+	h.acc[a].lost = true
+	if !h.live() {
+		c.lose(sh, h)
+		return
+	}
+	h.syncEnd()
 }

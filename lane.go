@@ -32,36 +32,68 @@ type lane struct {
 	unlockAcc  access         // its access
 	unlockHold *hold          // the hold record that Unlock released
 	unlockCtx  *holdCtx       // the hold context it was given, where its outcome goes; nil: below
-	settled    bool           // outcome of an Unlock given no hold context, for the owner's next one
-	outcome    error
+
+	// settled, per access: the outcome of an Unlock given no hold context, settled after its
+	// call returned, for the owner's next Unlock of that access without a hold context (taken
+	// for its retry). It is kept while the owner has a hold record on the lock here (see kept),
+	// and dropped when that record ends: a retry then returns ErrNotHeld.
+	settled [accesses]bool
+	outcome [accesses]error
 }
 
-// unsettled reports whether l carries work for later. Called with l.sh.mu held.
-func (l *lane) unsettled() bool {
+// work reports whether l carries work to settle (see settle). Called with l.sh.mu held.
+func (l *lane) work() bool {
 	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
 }
+
+// kept reports whether l keeps a settled outcome for a retry (see lane.settled). Called with
+// l.sh.mu held.
+func (l *lane) kept() bool {
+	return l.settled != [accesses]bool{} && l.sh.holds[l.hk] != nil
+}
+
+// unsettled reports whether l must outlive its calls: work left, or an outcome kept. Called
+// with l.sh.mu held.
+func (l *lane) unsettled() bool { return l.work() || l.kept() }
 
 // keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with l.sh.mu
 // held.
 func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *holdCtx) {
 	l.lk, l.unlock, l.unlockAcc, l.unlockHold, l.unlockCtx = lk, p, acc, h, hc
 	if hc != nil {
-		hc.pending = true
+		hc.unlock[acc] = ctxUnlock{request: p.request}
 	}
 }
 
-// takeOutcome returns the outcome of a settled Unlock that an Unlock with hold context hc
-// (nil for none) retries, and true; or false. Called with l.sh.mu held.
-func (l *lane) takeOutcome(hc *holdCtx) (error, bool) {
-	switch {
-	case hc != nil && hc.settled:
-		hc.settled = false
-		return hc.outcome, true
-	case hc == nil && l.settled:
-		l.settled = false
-		return l.outcome, true
+// takeOutcome returns the outcome of a settled Unlock that a release in access acc with hold
+// context hc (nil for none) retries, and true; or false. Only a release of the same access
+// takes it: through the same hold context, or, for an Unlock given none, the owner's next one
+// given none. Called with l.sh.mu held.
+func (l *lane) takeOutcome(hc *holdCtx, acc access) (error, bool) {
+	if hc != nil {
+		u := &hc.unlock[acc]
+		if !u.settled {
+			return nil, false
+		}
+		err := u.outcome
+		*u = ctxUnlock{}
+		return err, true
 	}
-	return nil, false
+	if !l.settled[acc] {
+		return nil, false
+	}
+	err := l.outcome[acc]
+	l.settled[acc], l.outcome[acc] = false, nil
+	return err, true
+}
+
+// dropOutcomes forgets the outcomes l keeps for retries, and l itself if nothing else keeps it:
+// the owner's hold record on the lock ended. Called with l.sh.mu held.
+func (l *lane) dropOutcomes() {
+	l.settled, l.outcome = [accesses]bool{}, [accesses]error{}
+	if sh := l.sh; l.refs == 0 && !l.work() && sh.lanes[l.hk] == l {
+		delete(sh.lanes, l.hk)
+	}
 }
 
 // enterLane waits for the turn of owner's lane on lk while ctx lives, then settles work left on
@@ -168,16 +200,15 @@ func (lk *lock) owe(cmd context.Context, l *lane, acc access) {
 	_ = c.settleWithin(cmd, l, releaseBudget)
 }
 
-// oweHolds queues the give-back of every hold recorded in h (lost here, still held in Redis)
-// on its lane, for the watchdog to settle. Called with sh.mu held, sh being h's shard.
-func (sh *shard) oweHolds(h *hold) {
-	if h.total() <= 0 {
+// oweHolds queues the give-back of every hold recorded in h in access a (lost here, still held
+// in Redis) on its lane, for the watchdog to settle. Called with sh.mu held, sh being h's
+// shard.
+func (sh *shard) oweHolds(h *hold, a access) {
+	if h.acc[a].count <= 0 {
 		return
 	}
 	l := sh.laneOf(holdKey{h.key, h.owner})
-	for acc, n := range h.count {
-		l.owed[acc] += n
-	}
+	l.owed[a] += h.acc[a].count
 	l.lk = h.lk
 }
 
@@ -201,9 +232,9 @@ func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration
 
 // settle does the work left on l, whose turn the caller holds, with commands under cmd: it
 // resolves a lost acquire (giving its hold back if it ran), gives back owed holds, and replays
-// a lost Unlock, keeping its outcome for the owner's next Unlock. It stops at the first
-// transport error, which it returns; errors from Redis are logged and drop the work (the lease
-// bounds the damage).
+// a lost Unlock, keeping its outcome for that Unlock's retry (see takeOutcome). It stops at the
+// first transport error, which it returns; errors from Redis are logged and drop the work (the
+// lease bounds the damage).
 func (c *Client) settle(cmd context.Context, l *lane) error {
 	sh := l.sh
 	sh.mu.Lock()
@@ -257,9 +288,12 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 			err = c.released(sh, lk, l.unlockHold, l.unlockAcc, p, rel)
 		}
 		if hc := l.unlockCtx; hc != nil {
-			hc.pending, hc.settled, hc.outcome = false, true, err
-		} else {
-			l.settled, l.outcome = true, err
+			if u := &hc.unlock[l.unlockAcc]; u.request == p.request {
+				u.settled, u.outcome = true, err
+			}
+		} else if sh.holds[l.hk] != nil {
+			// Kept for the owner's retry while it holds the lock here (see lane.settled).
+			l.settled[l.unlockAcc], l.outcome[l.unlockAcc] = true, err
 		}
 		l.unlock, l.unlockHold, l.unlockCtx = pendingRelease{}, nil, nil
 		sh.unlockAndDeliver()
@@ -267,24 +301,60 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 	return nil
 }
 
-// settleLanes settles, for the watchdog, every lane with work left that nobody is using.
-func (c *Client) settleLanes() {
+// settleLanes settles, for the watchdog, every lane with work left that nobody is using, on a
+// goroutine of its own (joined on Close), and returns a channel closed when it is done (nil if
+// there was nothing to do). It gives up after within: a node that does not answer (stalled, or
+// dialled and silent: rueidis bounds a connection's handshake by its dial timeout alone) holds
+// up neither the watchdog's renewals nor, past that, the other lanes. What it gave up on stays
+// on its lane (a request whose outcome is unknown is replayed under its id) for the next pass.
+// Called by the watchdog goroutine only.
+func (c *Client) settleLanes(within time.Duration) <-chan struct{} {
 	var todo []*lane
 	c.each(func(sh *shard) {
 		for _, l := range sh.lanes {
-			if l.refs == 0 && l.unsettled() {
+			if l.refs == 0 && l.work() {
 				l.refs++
 				todo = append(todo, l)
 			}
 		}
 	})
-	for _, l := range todo {
-		select {
-		case l.turn <- struct{}{}:
-			_ = c.settle(context.Background(), l)
-			<-l.turn
-		default:
+	if len(todo) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	c.wg.Add(1) // the watchdog is in c.wg itself: Close is not waiting on a zero count
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		ctx, cancel := giveUpAfter(c.ctx, within)
+		defer cancel()
+		for _, l := range todo {
+			select {
+			case l.turn <- struct{}{}:
+				if ctx.Err() == nil {
+					_ = c.settle(giveUp{ctx}, l)
+				}
+				<-l.turn
+			default:
+			}
+			c.dropLane(l)
 		}
-		c.dropLane(l)
+	}()
+	return done
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
+
+// giveUp is the context of the watchdog's settling: cancelled (never given a deadline, which
+// would make rueidis close a connection under the other calls on it) once the pass gives up.
+// The commands under it keep its cancellation (see detach): a call cut short leaves its work
+// on the lane.
+type giveUp struct{ context.Context }

@@ -31,10 +31,11 @@ func newEnv(t testing.TB) *env { return &env{redistest.NewEnv(t)} }
 // newEnvAt returns an env on the standalone server at addr (one the test started).
 func newEnvAt(t testing.TB, addr string) *env { return &env{redistest.NewEnvAt(t, addr)} }
 
-// newProxy returns a fault proxy in front of every data node of e's deployment (see through).
-// It loads every script on every master first: a fault armed on a script must meet the call
-// that runs it, not a NOSCRIPT reply (an earlier test may have flushed the scripts).
-func (e *env) newProxy() *redistest.Proxy {
+// newProxy returns a fault proxy in front of targets, data nodes of e's deployment (none given:
+// all of them; see through). It loads every script on every master first: a fault armed on a
+// script must meet the call that runs it, not a NOSCRIPT reply (an earlier test may have
+// flushed the scripts).
+func (e *env) newProxy(targets ...string) *redistest.Proxy {
 	e.T.Helper()
 	for _, m := range e.Dep.Masters {
 		var load rueidis.Commands
@@ -47,7 +48,10 @@ func (e *env) newProxy() *redistest.Proxy {
 			require.NoError(e.T, r.Error())
 		}
 	}
-	return redistest.NewProxy(e.T, e.Dep.Data...)
+	if len(targets) == 0 {
+		targets = e.Dep.Data
+	}
+	return redistest.NewProxy(e.T, targets...)
 }
 
 // through returns an env whose clients reach the data nodes through p; keys are checked by e.

@@ -66,9 +66,15 @@ func (m *Mutex) Name() string { return m.name }
 
 // Lock acquires m for the owner in ctx, or for a fresh owner if ctx carries none, blocking
 // until it is acquired, ctx is done, or the Client is closed. A lock the owner already holds is
-// re-entered at once (hold count + 1, lease reset). It returns the hold context: derived from
-// ctx, carrying the owner, cancelled with cause [ErrLockLost] when the lease is lost and with
-// [context.Canceled] once Unlock has released the owner's last hold. On error the context is
+// re-entered at once (hold count + 1, and the lease reset to at least this Mutex's: a lease in
+// Redis is never shortened, so a re-entry with a shorter lease leaves the longer one). It
+// returns the hold context: derived from ctx, carrying the owner, cancelled with cause
+// [ErrLockLost] when the lease is lost and with [context.Canceled] once Unlock has released the
+// owner's last hold. Check the hold context itself before each step of work that must not
+// overlap another holder: its Err looks at the clock, while a context derived from it (with
+// [context.WithCancel], [context.WithTimeout], ...) is the standard library's and, after a
+// pause of the process, looks live until a timer of the library has run (checking the hold
+// context ends it at once). On error the context is
 // nil and nothing is held: ctx's error, [ErrClosed], an error wrapping [ErrInvalid], or a Redis
 // error reply. Transport errors while waiting are retried; an attempt whose reply was lost is
 // replayed under its request id, and given back if the call ends before learning its outcome.
@@ -92,9 +98,12 @@ func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (context.Contex
 // this process held it but the lease was gone (a hold context whose loss the library saw, or
 // a hold Redis no longer has), so the critical section may have overlapped another holder;
 // [ErrClosed]; or a transport or Redis error, after which the hold is unchanged or released:
-// the request stays pending, is settled before the owner's next request, and an Unlock
-// retried with the same context returns its outcome. When the last hold is released, the
-// owner's hold contexts are cancelled and waiters are woken.
+// the request stays pending, is settled before the owner's next request (or by the
+// watchdog), and only its retry gets its outcome: an Unlock given the same hold context, or,
+// for an Unlock given a context that carries only an owner ([WithOwner]), the owner's next such
+// Unlock while it still holds the lock in this process (once it holds nothing here, a retry
+// returns [ErrNotHeld]). When the last hold is released, the owner's hold contexts are
+// cancelled and waiters are woken.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	return m.observeRelease(ctx, OpUnlock, exclusive)
 }

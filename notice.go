@@ -174,7 +174,7 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 	groups := make(map[group][]*hold)
 	c.each(func(sh *shard) {
 		for _, h := range sh.holds {
-			if h.watchdog || h.lost {
+			if h.lost || !h.fixed() {
 				continue
 			}
 			k := wire.CheckMutex

@@ -297,9 +297,9 @@ func (sh *shard) holdEnded(h *hold, cause error) {
 
 // detach returns ctx without its cancellation and deadline, for a Redis command whose outcome
 // the call must learn even if its caller leaves (rueidis' timeouts bound it); values such as
-// a tracing span are kept.
+// a tracing span are kept. A giveUp context is kept as it is: its work is left for later.
 func detach(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
+	if _, ok := ctx.(giveUp); ok || ctx.Done() == nil {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)

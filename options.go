@@ -158,7 +158,10 @@ type mutexConfig struct {
 
 // WithLease gives every hold a fixed lease of d (whole milliseconds: Redis gets no finer
 // lease): no watchdog renews it, and the hold context's deadline is the lease end, just before
-// Redis' (see the package doc). d must be at least 1ms.
+// Redis' (see the package doc). A lease in Redis is never shortened: a re-entry (or a
+// renewal) sets the owner's lease to at least its own, so re-entering with a shorter lease than
+// the owner holds by leaves the longer one, and the earlier hold context lives to its own
+// deadline. d must be at least 1ms.
 func WithLease(d time.Duration) MutexOption {
 	return func(c *mutexConfig) {
 		if d <= 0 {

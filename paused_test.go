@@ -178,3 +178,65 @@ func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// runDerivedProbe is main() of the "derivedprobe" helper: it takes a Mutex hold (called LOCK,
+// with LEASE, a fixed lease) and derives a context from its hold context with
+// context.WithCancel, prints "locked", and spins without timers or context calls until the
+// clock jumps by more than a second (the parent stopped the process). It then prints the
+// derived context's Err, the hold context's Err, and the derived context's Err again.
+func runDerivedProbe() int {
+	rc, c, err := helperClients()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer rc.Close()
+	defer c.Close()
+	lease, _ := time.ParseDuration(os.Getenv("LEASE"))
+	h, err := c.NewMutex(os.Getenv("LOCK"), rlock.WithLease(lease)).Lock(bg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "derivedprobe:", err)
+		return 1
+	}
+	derived, cancel := context.WithCancel(h)
+	defer cancel()
+	fmt.Println("locked")
+	last := time.Now()
+	for give := last.Add(20 * time.Second); time.Now().Before(give); {
+		spin(20000)
+		now := time.Now()
+		if now.Sub(last) > time.Second {
+			before := derived.Err()
+			held := h.Err()
+			fmt.Printf("derived first: %v; hold: %v; derived then: %v\n", before, held, derived.Err())
+			return 0
+		}
+		last = now
+		runtime.Gosched()
+	}
+	fmt.Println("no pause seen")
+	return 0
+}
+
+// TestHold_pausedDerivedContextEndsWithTheHoldCheck stops a holder process (SIGSTOP) for 2s,
+// longer than its 500ms lease, and resumes it. A context derived from the hold context with
+// context.WithCancel is the standard library's: its Err does not look at the clock, so first
+// thing after the pause it may still read nil (until the library's timers run). The hold
+// context's own Err sees the end at once, and that check ends the derived context too: read
+// right after it, the derived context's Err is non-nil. (docs/semantics.md says so.)
+func TestHold_pausedDerivedContextEndsWithTheHoldCheck(t *testing.T) {
+	e := newEnv(t)
+	c := redistest.StartChild(t, "derivedprobe", "PREFIX="+e.Prefix, "LOCK=derived", "LEASE=500ms",
+		"GOMAXPROCS=1")
+	c.Expect(t, "locked")
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, c.Cmd.Process.Signal(syscall.SIGSTOP))
+	time.Sleep(2 * time.Second)
+	require.NoError(t, c.Cmd.Process.Signal(syscall.SIGCONT))
+	require.True(t, c.Out.Scan(), "the child ended without a report")
+	line := c.Out.Text()
+	t.Logf("after the pause: %s", line)
+	assert.Regexp(t, `^derived first: .*; hold: context deadline exceeded; `+
+		`derived then: context (canceled|deadline exceeded)$`, line)
+	c.Wait(t)
+}

@@ -27,6 +27,9 @@ func runHelper(name string) int {
 	if name == "pauseprobe" {
 		return runPauseProbe()
 	}
+	if name == "derivedprobe" {
+		return runDerivedProbe()
+	}
 	if strings.HasPrefix(name, "kinds-") {
 		return runKindsHelper(name)
 	}

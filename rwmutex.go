@@ -14,8 +14,11 @@ import (
 // both of its modes. Create one with [Client.NewRWMutex] or [Client.NewFairRWMutex].
 //
 // Each owner's read holds and its write holds have a lease of their own in Redis (server
-// time), so a reader that dies loses only its own read holds, when their lease ends. An
-// owner's hold contexts end when it holds nothing of the lock any more, in either mode.
+// time), so a reader that dies loses only its own read holds, when their lease ends; the
+// watchdog renews each mode's lease apart (a mode held only with [WithLease] is not renewed).
+// One mode's loss is its own: the other mode's holds, their releases and the owner's hold
+// contexts go on. An owner's hold contexts end when it holds nothing of the lock any more, in
+// either mode, or when the modes it still holds are all lost.
 type RWMutex struct{ lock }
 
 // rwKind is the read-write lock (see internal/wire/lua/rw_acquire.lua for its keys). The plain one prefers
@@ -115,7 +118,8 @@ func (rw *RWMutex) Name() string { return rw.name }
 
 // RLock acquires rw for reading for the owner in ctx (a fresh owner if ctx carries none),
 // blocking until it is acquired, ctx is done, or the Client is closed. An owner that holds rw
-// in either mode re-enters at once (read count + 1, read lease reset). It returns the hold
+// in either mode re-enters at once (read count + 1, and the read lease reset to at least this
+// RWMutex's: a lease in Redis is never shortened). It returns the hold
 // context, as [Mutex.Lock] does; on error it is nil and nothing is held.
 func (rw *RWMutex) RLock(ctx context.Context) (context.Context, error) {
 	return rw.observeAcquire(ctx, OpRLock, shared, 0, false, 0)

@@ -44,10 +44,11 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 	}
 	sh := lk.sh
 	sh.mu.Lock()
-	if hc != nil && hc.h.lost && hc.h.count[acc] > 0 && !hc.pending {
-		// A hold of this context whose loss the library already saw: Redis is not touched (the
-		// owner id may hold the lock anew, through another process).
-		hc.h.count[acc]--
+	if hc != nil && hc.h.acc[acc].lost && hc.h.acc[acc].count > 0 && hc.unlock[acc].request == "" {
+		// A hold of this context in this access whose loss the library already saw: Redis is
+		// not touched (the owner id may hold the lock anew, through another process), and the
+		// holds of the other access (and the contexts) live on.
+		hc.h.acc[acc].count--
 		sh.mu.Unlock()
 		return lk.errorf("%w", ErrLockLost)
 	}
@@ -64,12 +65,12 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 	}
 
 	sh.mu.Lock()
-	if res, ok := l.takeOutcome(hc); ok {
+	if res, ok := l.takeOutcome(hc, acc); ok {
 		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
 	}
 	h := sh.holds[holdKey{lk.keys.Lock, owner}]
-	p := pendingRelease{request: c.requestID(), validAtSend: h.valid()}
+	p := pendingRelease{request: c.requestID(), validAtSend: h.validIn(acc)}
 	if h != nil {
 		h.releasing++
 	}
@@ -98,7 +99,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 // pendingRelease is one release request, kept across retries.
 type pendingRelease struct {
 	request     string
-	validAtSend bool // the hold's lease was valid when the request was first sent
+	validAtSend bool // the lease in its access was valid when the request was first sent
 	ambiguous   bool // some attempt's reply was lost: the request may already have run
 }
 
@@ -109,27 +110,38 @@ func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRel
 	if h != nil && sh.holds[holdKey{h.key, h.owner}] != h && !h.lost {
 		h = nil // ended meanwhile; a newer record is not this request's
 	}
-	if rel.left < 0 && p.ambiguous && p.validAtSend {
+	if rel.left < 0 && rel.total <= 0 && p.ambiguous && p.validAtSend {
 		// A lost reply, and now the owner holds nothing: the lost attempt released its last
 		// hold (the lease was valid when it was sent), and with it the record of the request.
+		// (An owner that still holds the other access keeps the record: rw_release.lua.)
 		rel.left, rel.total = 0, 0
 	}
 	switch {
-	case rel.left < 0 && h != nil && h.count[acc] > 0:
-		h.count[acc]--
-		c.lose(sh, h)
+	case rel.left < 0 && h != nil && h.acc[acc].count > 0:
+		// This process held it, Redis no longer has it: its lease in this access was gone. An
+		// owner that still holds the other access (an RWMutex's total) keeps those holds and
+		// its contexts.
+		h.acc[acc].count--
+		switch {
+		case h.lost:
+		case rel.total <= 0:
+			c.lose(sh, h)
+		default:
+			c.loseIn(sh, h, acc)
+		}
 		return lk.errorf("%w", ErrLockLost)
 	case rel.left < 0:
 		return lk.errorf("%w", ErrNotHeld)
 	case h == nil:
-	case rel.total == 0:
-		c.finish(sh, h, context.Canceled)
 	default:
-		if h.count[acc] > 0 {
-			h.count[acc]--
+		if h.acc[acc].count > 0 {
+			h.acc[acc].count--
 		}
-		if h.total() <= 0 {
+		if rel.total == 0 || !h.live() {
+			// The owner holds nothing more (in Redis, or here whose lease is not gone).
 			c.finish(sh, h, context.Canceled)
+		} else {
+			h.syncEnd() // an access it no longer holds does not keep its contexts
 		}
 	}
 	return nil

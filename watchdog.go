@@ -13,13 +13,15 @@ import (
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
 const renewBatch = 100
 
-// watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it settles lanes
-// with work left and renews all watchdog holds. After a failed renewal it tries again soon
+// watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
+// watchdog holds and has lanes with work left settled. After a failed renewal it tries again soon
 // (10ms doubling, at most a third of the lease), not a whole period later. Holds granted with
 // a short claim (direct handoff) are renewed on their own before it runs out (see renewSoon).
 func (c *Client) watchdog() {
 	defer c.wg.Done()
 	period := c.lease / 3
+	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
+	var settling <-chan struct{}                    // closed when the last settling ended
 	t := time.NewTimer(period)
 	defer t.Stop()
 	soon := time.NewTimer(time.Hour)
@@ -68,15 +70,18 @@ func (c *Client) watchdog() {
 			}
 			continue
 		}
+		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
+		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
+		if settling == nil || isClosed(settling) {
+			settling = c.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
+		}
 		if claimedOnly {
 			c.soonAt.Store(0)
-			c.settleLanes() // holds the reaper ended but Redis still has (see hold.unacked)
 			if !c.renewHolds(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
 			}
 			continue
 		}
-		c.settleLanes()
 		next := period
 		if c.renewHolds(false) {
 			retry = newBackoff()
@@ -109,9 +114,10 @@ func (c *Client) renewSoon(end time.Time) {
 
 // reaper is the Client's expiry goroutine: it ends each hold whose local lease end (see
 // localEnd) passes before a renewal or re-entry moved it, so that no hold context outlives
-// the lease Redis has, whatever the renewals are doing. A hold with only fixed leases is
-// marked lost at once, but its contexts are left to their own deadlines (whose cause says
-// more) for reapGrace before the rest are cancelled.
+// the lease Redis has, whatever the renewals are doing. Each access of a record lapses on its
+// own; the record ends when none is left. A hold with only fixed leases is marked lost at once,
+// but its contexts are left to their own deadlines (whose cause says more) for reapGrace
+// before the rest are cancelled.
 func (c *Client) reaper() {
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -147,20 +153,40 @@ func (c *Client) reaper() {
 		endings = kept
 		c.each(func(sh *shard) {
 			for _, h := range sh.holds {
-				switch {
-				case now.Before(h.expires):
-					soonest(h.expires)
-				case h.watchdog:
-					c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
-						"lock", h.lk.name, "owner", h.owner)
-					if h.unacked {
-						// The primary extended it: give it back there (the watchdog, at once),
-						// rather than leave the name held by nobody until that lease runs out.
-						sh.oweHolds(h)
-						c.renewSoon(now)
+				// Each access lapses on its own (an RWMutex owner's read and write holds have a
+				// lease each); the record ends when none is left.
+				lapsed := false
+				for i := range h.acc {
+					s := &h.acc[i]
+					switch {
+					case s.count == 0 || s.lost:
+						continue
+					case now.Before(s.expires):
+						soonest(s.expires)
+						continue
 					}
+					s.lost, lapsed = true, true
+					if s.watchdog {
+						c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
+							"lock", h.lk.name, "owner", h.owner)
+						if s.unacked {
+							// The primary extended it: give it back there (the watchdog, at
+							// once), rather than leave the name held by nobody until that lease
+							// runs out.
+							sh.oweHolds(h, access(i))
+							c.renewSoon(now)
+						}
+					}
+				}
+				switch {
+				case !lapsed:
+				case h.live():
+					h.syncEnd()
+				case h.watchdog:
 					c.lose(sh, h)
 				default:
+					// Only fixed leases: their contexts end by their own deadlines, whose cause
+					// says more; what remains is cancelled after reapGrace.
 					h.lost = true
 					c.retire(sh, h, ErrLockLost)
 					endings = append(endings, ending{h, now.Add(reapGrace)})
@@ -223,7 +249,7 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 		script wire.Script
 		slot   uint16
 	}
-	bySlot := make(map[group][]*hold)
+	bySlot := make(map[group][]renewee)
 	now := time.Now()
 	// The renewal is worth waiting for until the last of these holds would end anyway (the
 	// reaper ends each at its local end, whatever the renewal does, and a hold it ended that
@@ -237,11 +263,16 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 			}
 		}
 		for _, h := range sh.holds {
-			if h.watchdog && (h.claimed || !claimedOnly) {
-				script, _ := h.lk.kind.renewal()
-				g := group{script, c.slotOf(h.key)}
-				bySlot[g] = append(bySlot[g], h)
-				wait = max(wait, h.expires.Sub(now))
+			if !h.watchdog || !h.claimed && claimedOnly {
+				continue
+			}
+			script, _ := h.lk.kind.renewal()
+			g := group{script, c.slotOf(h.key)}
+			for i, s := range h.acc {
+				if s.count > 0 && s.watchdog && !s.lost {
+					bySlot[g] = append(bySlot[g], renewee{h, access(i)})
+					wait = max(wait, s.expires.Sub(now))
+				}
 			}
 		}
 	})
@@ -347,18 +378,29 @@ func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply 
 type renewal struct {
 	script wire.Script
 	slot   uint16 // its holds' slot (see slotOf)
-	holds  []*hold
+	holds  []renewee
+}
+
+// renewee is what one renewal extends: the holds of a record in one access (an RWMutex renews
+// an owner's read and write leases apart; the other kinds have one access).
+type renewee struct {
+	h   *hold
+	acc access
 }
 
 // args returns the script's keys (each hold's, as its kind names them) and arguments (the
-// lease, then each hold's owner).
+// lease, then each hold's owner; an RWMutex's: its lease field, "r:" or "w:" and the owner).
 func (r renewal) args(c *Client) (keys, args []string) {
 	keys = make([]string, 0, 2*len(r.holds))
 	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
-	for _, h := range r.holds {
-		_, hk := h.lk.kind.renewal()
+	for _, e := range r.holds {
+		_, hk := e.h.lk.kind.renewal()
 		keys = append(keys, hk...)
-		a.Owners = append(a.Owners, h.owner)
+		id := e.h.owner
+		if _, rw := e.h.lk.kind.(rwKind); rw {
+			id = rwAddressPrefix[e.acc] + id // the hold's field (see rw_renew.lua)
+		}
+		a.Owners = append(a.Owners, id)
 	}
 	return keys, a.Strings()
 }
@@ -374,64 +416,69 @@ func (c *Client) slotOf(key string) uint16 {
 
 // renewed applies the outcome of one renewal script for holds, sent at sent, and reports
 // whether it ran.
-func (c *Client) renewed(holds []*hold, sent time.Time, reply []int64, err error) bool {
+func (c *Client) renewed(holds []renewee, sent time.Time, reply []int64, err error) bool {
 	renewed, bad := wire.ParsePerHold(reply, len(holds))
 	if err == nil && bad != nil {
 		err = errBadReply
 	}
 	if errors.Is(err, ErrNotReplicated) && bad == nil {
 		// The script ran on the primary: remember which holds it extended there.
-		for i, h := range holds {
+		for i, e := range holds {
 			if !renewed.Held(i) {
 				continue
 			}
+			h, s := e.h, &e.h.acc[e.acc]
 			sh := h.lk.sh
 			sh.mu.Lock()
-			if h.lost && !h.unacked && strings.HasPrefix(h.owner, c.id) {
-				sh.oweHolds(h) // ended while this renewal was in flight (as below)
+			if (h.lost || s.lost) && !s.unacked && strings.HasPrefix(h.owner, c.id) {
+				sh.oweHolds(h, e.acc) // ended while this renewal was in flight (as below)
 			}
-			h.unacked = true
+			s.unacked = true
 			sh.mu.Unlock()
 		}
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
-				"locks", len(holds), "first", holds[0].lk.name, "error", err)
+				"locks", len(holds), "first", holds[0].h.lk.name, "error", err)
 			if c.obs != nil {
-				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].lk.info(), Cause: err, Locks: len(holds)})
+				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].h.lk.info(), Cause: err, Locks: len(holds)})
 			}
 		}
 		return false
 	}
 	end := localEnd(sent, c.lease)
-	for i, h := range holds {
-		sh := h.lk.sh
+	for i, e := range holds {
+		sh := e.h.lk.sh
 		sh.mu.Lock()
-		c.renewedOne(sh, h, renewed.Held(i), end)
+		c.renewedOne(sh, e.h, e.acc, renewed.Held(i), end)
 		sh.unlockAndDeliver()
 	}
 	return true
 }
 
-// renewedOne applies a renewal's outcome to h: renewed until end, or not renewed. Called with
-// sh.mu held, sh being h's shard.
-func (c *Client) renewedOne(sh *shard, h *hold, renewed bool, end time.Time) {
+// renewedOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
+// Redis never shortens a lease), or not renewed. Called with sh.mu held, sh being h's shard.
+func (c *Client) renewedOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
 	hk := holdKey{h.key, h.owner}
-	if h.lost && renewed && strings.HasPrefix(h.owner, c.id) {
+	s := &h.acc[a]
+	if (h.lost || s.lost) && renewed && strings.HasPrefix(h.owner, c.id) {
 		// The reaper ended it while this renewal was in flight, which extended it after
 		// all: give its holds back rather than leave a lock held by nobody. (An owner
 		// from a context may also hold through another process: its lease bounds it.)
-		sh.oweHolds(h)
+		sh.oweHolds(h, a)
 		return
 	}
-	if h.lost || sh.holds[hk] != h {
+	if h.lost || s.lost || sh.holds[hk] != h {
 		return // released, lost or replaced meanwhile
 	}
 	switch {
 	case renewed:
-		h.setExpires(end)
-		h.claimed, h.unacked = false, false
+		if end.After(s.expires) {
+			s.expires = end
+			h.syncEnd()
+		}
+		h.claimed, s.unacked = false, false
 	case h.releasing > 0:
 		// An Unlock in flight released it.
 	case sh.lanes[hk] != nil && sh.lanes[hk].unlock.request != "":
@@ -439,7 +486,7 @@ func (c *Client) renewedOne(sh *shard, h *hold, renewed bool, end time.Time) {
 		// tells which.
 	default:
 		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
-		c.lose(sh, h)
+		c.loseIn(sh, h, a)
 	}
 }
 

@@ -100,3 +100,51 @@ func TestWatchdog_renewsAfterScriptFlush(t *testing.T) {
 	require.NoError(t, c.NewRWMutex("rw").RUnlock(r))
 	require.NoError(t, c.NewSemaphore("s", 2).Release(s))
 }
+
+// TestWatchdog_stalledNodeHoldsUpNoRenewal: on a cluster, a client holds a watchdog lock on one
+// master (a 1.5s lease) and has an acquire whose reply was lost (and whose resolution failed in
+// an outage) left on the lane of a lock on another master, which stalls (DEBUG SLEEP 2.5s) just
+// as the outage ends and the watchdog settles that acquire. The stalled node must not hold up
+// the renewals of the healthy master's hold: its context lives, and Redis keeps it.
+func TestWatchdog_stalledNodeHoldsUpNoRenewal(t *testing.T) {
+	redistest.NeedsThrowaway(t)
+	if redistest.Suite().Topology != "cluster" {
+		t.Skip("needs two masters: a cluster")
+	}
+	e := newEnv(t)
+	healthy, stalled := e.Dep.Masters[0], e.Dep.Masters[1]
+	a, b := nameOn(e, healthy, "healthy"), nameOn(e, stalled, "stalled")
+	p := e.newProxy(stalled.Addr)
+	c := e.through(p).client(rlock.Options{WatchdogTimeout: 1500 * time.Millisecond})
+	ha, err := c.NewMutex(a).Lock(bg)
+	require.NoError(t, err)
+
+	p.DropReplyThenOutage(matchScript("acquire.lua", e.LockKey(b)), outage)
+	start := time.Now()
+	_, err = c.NewMutex(b).TryLock(bg, 0)
+	require.ErrorIs(t, err, rlock.ErrNotObtained, "the reply was lost, and its resolution failed in the outage")
+	time.Sleep(time.Until(start.Add(outage - 300*time.Millisecond)))
+	const stall = 2500 * time.Millisecond
+	stallEnd := time.Now().Add(stall)
+	slept := make(chan error, 1)
+	go func() {
+		slept <- stalled.RC.Do(bg, stalled.RC.B().Arbitrary("DEBUG", "SLEEP").Args("2.5").Build()).Error()
+	}()
+	var lostAt time.Duration
+	for time.Now().Before(stallEnd.Add(500 * time.Millisecond)) {
+		if ha.Err() != nil {
+			lostAt = time.Since(start)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, <-slept)
+	_, err = e.client(rlock.Options{}).NewMutex(a).TryLock(bg, 0)
+	t.Logf("the healthy master's hold: context %v (ended %v after the lost reply), another owner's TryLock: %v",
+		context.Cause(ha), lostAt.Round(time.Millisecond), err)
+	assert.NoError(t, ha.Err(), "the hold on the healthy master was renewed throughout")
+	assert.ErrorIs(t, err, rlock.ErrNotObtained, "Redis kept the hold on the healthy master")
+	require.NoError(t, c.NewMutex(a).Unlock(ha))
+	// The acquire is resolved, and its hold given back, once the node answers again.
+	require.Eventually(t, func() bool { return len(e.Keys()) == 0 }, 5*time.Second, 20*time.Millisecond)
+}

@@ -249,7 +249,8 @@ type StateArgs struct {
 func (a StateArgs) Strings() []string { return []string{a.Kind} }
 
 // RenewArgs is the ARGV of renew.lua, rw_renew.lua and sem_renew.lua: the lease, then one
-// owner (a semaphore: hold id) per hold, whose keys (Keys.Renew) come in the same order.
+// owner per hold (a semaphore: hold id; an RWMutex: the lease field of one mode, "r:" or "w:"
+// and the owner), whose keys (Keys.Renew) come in the same order.
 type RenewArgs struct {
 	LeaseMs string   `argv:"lease in milliseconds"`
 	Owners  []string `argv:"id"`

@@ -9,6 +9,7 @@
 -- ARGV[4] mode: 'take' takes a free lock or re-enters; 'reenter' re-enters only and leaves a
 --         free lock to the waiters (reply {0, -2}); 'resolve' changes nothing and reports
 --         whether the request already ran (acquired) or not ({0, -2}).
+-- A re-entry sets the lease to at least ARGV[2]: a lease is never shortened (see keepFor).
 -- Returns {1, hold count, token} when acquired or re-entered (token 0 without fencing; a
 -- re-entry keeps the hold's token), or {0, pttl} when another owner holds it (pttl -1: the
 -- hash has no expiry). Everything is read before anything is written: a key of the wrong type
@@ -40,7 +41,7 @@ mustBeKind(KEYS[1], '', held[3])
 if n then
   local t = fence(KEYS[2], false)
   if mode ~= 'resolve' then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    keepFor(KEYS[1], ARGV[2], false)
   end
   return {1, n, t}
 end
@@ -51,7 +52,7 @@ if held[1] then
   local t = fence(KEYS[2], false)
   local count = redis.call('hincrby', KEYS[1], owner, 1)
   record(KEYS[1], owner, req, count)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  keepFor(KEYS[1], ARGV[2], false) -- never shortens the lease another hold of the owner has
   return {1, count, t}
 end
 return {0, pttl}

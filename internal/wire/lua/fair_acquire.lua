@@ -22,6 +22,7 @@
 -- edited), the queue is rebuilt from the owners that have a deadline. The lock goes to the
 -- caller only when it is free and the caller heads the queue (or the queue is empty): nobody
 -- jumps the queue.
+-- A re-entry sets the lease to at least ARGV[2]: a lease is never shortened (see keepFor).
 -- Returns {1, hold count, token} when acquired or re-entered, {1, hold count, token, pttl} when
 -- a release granted it to this request (the lease is left as the grant made it; pttl >= 1), or
 -- {0, pttl, head, joined} when not:
@@ -84,7 +85,7 @@ do
   if n then
     local t = fence(counter, false)
     if mode ~= 'resolve' then
-      redis.call('pexpire', KEYS[1], ARGV[2])
+      keepFor(KEYS[1], ARGV[2], false)
     end
     return {1, n, t}
   end
@@ -95,7 +96,7 @@ do
     local t = fence(counter, false)
     local count = redis.call('hincrby', KEYS[1], owner, 1)
     record(KEYS[1], owner, req, count)
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    keepFor(KEYS[1], ARGV[2], false) -- never shortens the lease another hold of the owner has
     if redis.call('zscore', KEYS[3], entry) then
       leaveQueue(KEYS[2], KEYS[3], entry) -- queued before the owner took it elsewhere
     end

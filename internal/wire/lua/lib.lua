@@ -61,6 +61,20 @@ local function mustBeKind(H, want, got)
   end
 end
 
+-- keepFor makes key K live at least ms more, never less than it did: an expiry is never
+-- shortened (a lease another hold of the owner set, a waiter's place with a longer
+-- FairWaitTimeout). A key the caller knows it just made (fresh) has no expiry yet and gets one
+-- in one call; otherwise PEXPIRE GT does it in one call when it extends (the usual case), and
+-- since GT takes a key without expiry (one edited) for one that lives forever, PTTL tells that
+-- case apart when GT changed nothing.
+local function keepFor(K, ms, fresh)
+  if fresh then
+    redis.call('pexpire', K, ms)
+  elseif redis.call('pexpire', K, ms, 'GT') == 0 and redis.call('pttl', K) == -1 then
+    redis.call('pexpire', K, ms)
+  end
+end
+
 -- replayed returns the recorded outcome (a count) of request req of owner on hash key, whose
 -- hold count field is field, or nil when req has not run, and the fields read: the count, the
 -- record and the kind. An owner made for the request (its id is the request id) is held by

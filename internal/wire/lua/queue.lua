@@ -46,19 +46,6 @@ local function liveHead(Q, D, t)
   return false
 end
 
--- keepFor makes key K live at least ms more: it never shortens an expiry that other waiters'
--- places (with longer FairWaitTimeouts) set. A key the caller knows it just made (fresh) has
--- no expiry yet and gets one in one call; otherwise PEXPIRE GT does it in one call when it
--- extends (a waiter's refresh, the usual case), and since GT takes a key without expiry (one
--- edited) for one that lives forever, PTTL tells that case apart when GT changed nothing.
-local function keepFor(K, ms, fresh)
-  if fresh then
-    redis.call('pexpire', K, ms)
-  elseif redis.call('pexpire', K, ms, 'GT') == 0 and redis.call('pttl', K) == -1 then
-    redis.call('pexpire', K, ms)
-  end
-end
-
 -- joinQueue puts entry at the end of queue Q with deadline t + wait in D, or refreshes its
 -- deadline if it is queued already; it returns 1 if it put the entry there (joined anew), else
 -- 0. The keys live at least wait more, never less than they did. freshD: the caller read D

@@ -88,9 +88,11 @@ if dropLapsedRW(H, L, t, deadL) > 0 then
   f = fields() -- a lapsed hold may have been one of those read
 end
 
--- holds gives owner's hold of this kind a fresh lease and the keys their expiry.
+-- hold gives owner's hold of this kind a lease of at least ARGV[2] from now (GT: a lease is
+-- never shortened, so a re-entry with a shorter lease leaves the longer one) and the keys
+-- their expiry.
 local function hold(count, new)
-  redis.call('zadd', L, t + lease, field)
+  redis.call('zadd', L, 'GT', t + lease, field)
   expireWith(H, L, t, 0)
   local tok = fence(counter, new)
   return {1, count, tok}

@@ -1,0 +1,163 @@
+package rlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+)
+
+// One owner's read and write holds of an RWMutex each have a lease of their own: one that
+// lapses is lost alone. The owner's hold contexts live while it holds either mode, and its
+// releases of the mode it still holds reach Redis.
+
+// TestRWModes_lapsedWriteLeavesLiveRead: with WithLease(400ms), a write hold at 0 and the same
+// owner's read hold at 200ms. At 450ms the Unlock of the lapsed write hold returns ErrLockLost,
+// the read hold's context lives on, and the RUnlock releases the read hold in Redis: a writer
+// of another owner, waiting, gets the lock then, not when the read lease ends (600ms).
+func TestRWModes_lapsedWriteLeavesLiveRead(t *testing.T) {
+	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		const lease = 400 * time.Millisecond
+		m := k.new(e.client(rlock.Options{Wait: wait}), "a", rlock.WithLease(lease))
+		other := k.new(e.client(rlock.Options{Wait: wait}), "a")
+
+		start := time.Now()
+		w, err := m.Lock(bg)
+		require.NoError(t, err)
+		owner := mustOwner(t, w)
+		time.Sleep(lease / 2)
+		r, err := m.RLock(rlock.WithOwner(bg, owner)) // a context of its own, not nested in w
+		require.NoError(t, err)
+		waiter := goAcquire(func() (context.Context, error) { return other.TryLock(bg, 3*time.Second) })
+
+		time.Sleep(time.Until(start.Add(lease + 50*time.Millisecond)))
+		assert.ErrorIs(t, m.Unlock(w), rlock.ErrLockLost, "the write lease had run out")
+		rLive := r.Err() == nil
+		rerr := m.RUnlock(r)
+		released := time.Now()
+		got := awaitResult(t, waiter, 3*time.Second, "the other writer")
+		require.NoError(t, got.err)
+		t.Logf("after the lapsed write hold's Unlock the read context was live: %v; RUnlock: %v; the waiting "+
+			"writer got the lock %v after it (%v after the start; the read lease ends at %v)", rLive, rerr,
+			got.at.Sub(released).Round(time.Millisecond), got.at.Sub(start).Round(time.Millisecond), lease*3/2)
+		assert.True(t, rLive, "the read hold's context lives on")
+		assert.NoError(t, rerr, "the read hold is released in Redis")
+		assert.ErrorIs(t, context.Cause(r), context.Canceled, "released, not lost")
+		assert.Less(t, got.at.Sub(start), lease*3/2-50*time.Millisecond,
+			"the waiting writer got the lock when the read hold was released, not at its lease end")
+		require.NoError(t, other.Unlock(got.h))
+	})
+}
+
+// TestRWModes_lapsedReadLeavesLiveWrite: a write hold with a 2s lease and the same owner's read
+// hold with a 100ms lease. Once the read lease has run out the write hold's context lives on,
+// its Unlock releases it in Redis (a writer of another owner, waiting, gets the lock then), and
+// the RUnlock of the lapsed read hold returns ErrLockLost.
+func TestRWModes_lapsedReadLeavesLiveWrite(t *testing.T) {
+	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{Wait: wait})
+		mw := k.new(c, "b", rlock.WithLease(2*time.Second))
+		mr := k.new(c, "b", rlock.WithLease(100*time.Millisecond))
+		other := k.new(e.client(rlock.Options{Wait: wait}), "b")
+
+		w, err := mw.Lock(bg)
+		require.NoError(t, err)
+		r, err := mr.RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond) // the read lease and the reaper's grace are over
+		wLive := w.Err() == nil
+		assert.Error(t, r.Err(), "the read hold's deadline passed")
+		waiter := goAcquire(func() (context.Context, error) { return other.TryLock(bg, 3*time.Second) })
+		requireNone(t, 50*time.Millisecond, "the other writer waits for the write hold", waiter)
+		werr := mw.Unlock(w)
+		released := time.Now()
+		got := awaitResult(t, waiter, 3*time.Second, "the other writer")
+		t.Logf("300ms in, the write context was live: %v; its Unlock: %v; the waiting writer got the lock %v "+
+			"after it (err %v)", wLive, werr, got.at.Sub(released).Round(time.Millisecond), got.err)
+		assert.True(t, wLive, "the write hold's context lives while its own lease does")
+		assert.NoError(t, werr, "the write hold is released in Redis")
+		require.NoError(t, got.err)
+		assert.Less(t, got.at.Sub(released), time.Second, "the waiting writer got the lock at the release")
+		assert.ErrorIs(t, mr.RUnlock(r), rlock.ErrLockLost, "the read lease had run out")
+		require.NoError(t, other.Unlock(got.h))
+	})
+}
+
+// TestRWModes_fixedModeNotRenewed: a write hold with a fixed 300ms lease and the same owner's
+// watchdog read hold (WatchdogTimeout 300ms). The watchdog renews the read lease only: the
+// write hold ends in Redis with its own lease, its context with it, while the read hold and
+// its context live on.
+func TestRWModes_fixedModeNotRenewed(t *testing.T) {
+	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+		mw := k.new(c, "f", rlock.WithLease(300*time.Millisecond))
+		mr := k.new(c, "f")
+		w, err := mw.Lock(bg)
+		require.NoError(t, err)
+		owner := rlock.WithOwner(bg, mustOwner(t, w))
+		r, err := mr.RLock(owner)
+		require.NoError(t, err)
+		time.Sleep(700 * time.Millisecond) // renewals of the read hold; the write lease is over
+		read, write, err := mr.HoldCount(owner)
+		require.NoError(t, err)
+		t.Logf("700ms in, Redis has %d read and %d write holds of the owner; write context %v, read context %v",
+			read, write, w.Err(), r.Err())
+		assert.Equal(t, []int{1, 0}, []int{read, write}, "the read hold renewed, the fixed write hold ended")
+		assert.Error(t, w.Err())
+		assert.NoError(t, r.Err())
+		assert.ErrorIs(t, mw.Unlock(w), rlock.ErrLockLost)
+		require.NoError(t, r.Err())
+		require.NoError(t, mr.RUnlock(r))
+		requireNothingHeld(t, e, "the read hold released")
+	})
+}
+
+// TestRWModes_restartEndsMixedHolds: an owner holds an RWMutex for reading with the watchdog
+// and for writing with a fixed 30s lease (which no renewal checks), plain and fair; the server
+// is killed and started again without its data. The hold contexts end with ErrLockLost within
+// 1s of the server answering again: the fixed mode is checked as a fixed hold is.
+func TestRWModes_restartEndsMixedHolds(t *testing.T) {
+	e, kill, start := crashable(t, "mixed")
+	m := e.Master("mixed")
+	c := e.client(rlock.Options{})
+	ends := make([]chan time.Time, len(rwKinds))
+	holds := make([][]context.Context, len(rwKinds))
+	for i, k := range rwKinds {
+		name := nameOn(e, m, "mixed-"+k.name)
+		w, err := k.new(c, name, rlock.WithLease(30*time.Second)).Lock(bg)
+		require.NoError(t, err)
+		r, err := k.new(c, name).RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		require.NoError(t, err)
+		holds[i] = []context.Context{w, r}
+		ends[i] = make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-w.Done():
+				ends[i] <- time.Now()
+			case <-time.After(20 * time.Second):
+				ends[i] <- time.Time{}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let the watcher connect
+	kill()
+	start()
+	back := answering(t, m, e.LockKey(nameOn(e, m, "mixed-plain")))
+	for i, k := range rwKinds {
+		end := <-ends[i]
+		require.False(t, end.IsZero(), "%s: the hold context did not end", k.name)
+		for _, h := range holds[i] {
+			require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+		}
+		t.Logf("%s: the hold context ended %v after the server answered again", k.name, end.Sub(back))
+		assert.LessOrEqual(t, end.Sub(back), time.Second, k.name)
+	}
+	e.Dep.WaitSteady(t, 20*time.Second) // (its node connections meet the restart here, not in the clean-up)
+}
