@@ -34,7 +34,7 @@
 -- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
-local entry -- this call's queue entry, made past the fast path (only a queued take uses it)
+local entry = queueEntry(owner, req, ARGV[8], ARGV[5]) -- this call's queue entry
 
 local function take(pop)
   local t = fence(counter, true)
@@ -42,116 +42,47 @@ local function take(pop)
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], entry)
   end
-  redis.call('hset', KEYS[1], owner, 1)
-  record(KEYS[1], owner, req, 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  takeHold(KEYS[1], owner, req, ARGV[2], t, ARGV[5])
   return {1, 1, t}
 end
 
--- Fast path: no hash and no queue (one EXISTS for both): free, and nobody waits (and no
--- restart grace holds new grants back: see graceLeft).
-local pttl = -2
-local live = redis.call('exists', KEYS[1], KEYS[2])
-if live == 0 and graceLeft() == 0 then
-  if mode == 'resolve' then
-    return {0, -2, 0}
-  end
-  if counter and badCounter(redis.call('get', counter)) then
-    return redis.error_reply('ERR fencing counter is not an integer or out of range')
-  end
+local what, a, head = fairRead(KEYS[1], KEYS[2], KEYS[4], owner, req, ARGV[5], mode) -- see mutex.lua
+if what == 'free' then
   return take(false)
-end
-entry = queueEntry(owner, req, ARGV[8], ARGV[5])
-do
-  -- (Should the hash not exist, its fields read nil and PTTL -2: free, as above.) One HMGET
-  -- reads the owner's count, its replay record, the kind and the grant record.
-  local held = redis.call('hmget', KEYS[1], owner, marker(req, owner), FIELD_KIND, FIELD_GRANT)
-  local n
-  if owner == req and held[1] then
-    n = tonumber(held[1]) -- an owner made for this request: any hold of it is the request's
-  else
-    n = recorded(held[2], req)
+elseif what == 'bad' then
+  return a
+elseif what == 'none' then
+  return {0, -2, 0}
+elseif what == 'grant' then
+  -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
+  local left = redis.call('pttl', KEYS[1])
+  if left == 0 then
+    left = 1
   end
-  mustBeKind(KEYS[1], '', held[3])
-  if held[1] and held[4] == req then
-    -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
-    local left = redis.call('pttl', KEYS[1])
-    if left == 0 then
-      left = 1
-    end
-    return {1, tonumber(held[1]), fence(counter, false), left}
-  end
-  if n then
-    local t = fence(counter, false)
-    if mode ~= 'resolve' then
-      redis.call('pexpire', KEYS[1], ARGV[2])
-    end
-    return {1, n, t}
-  end
-  if mode == 'resolve' then
-    return {0, -2, 0}
-  end
-  if held[1] then
-    local t = fence(counter, false)
-    local count = redis.call('hincrby', KEYS[1], owner, 1)
-    record(KEYS[1], owner, req, count)
+  return {1, a, fence(counter, false), left}
+elseif what == 'ran' then
+  local t = fence(counter, false)
+  if mode ~= 'resolve' then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    if redis.call('zscore', KEYS[3], entry) then
-      leaveQueue(KEYS[2], KEYS[3], entry) -- queued before the owner took it elsewhere
-    end
-    return {1, count, t}
   end
-  pttl = redis.call('pttl', KEYS[1])
+  return {1, a, t}
+elseif what == 'held' then
+  local t = fence(counter, false)
+  local count = reenterHold(KEYS[1], owner, req, ARGV[2])
+  if redis.call('zscore', KEYS[3], entry) then
+    leaveQueue(KEYS[2], KEYS[3], entry) -- queued before the owner took it elsewhere
+  end
+  return {1, count, t}
 end
 
--- Check the counter now: purging dead waiters below writes before a new hold's INCR would.
-if counter and badCounter(redis.call('get', counter)) then
-  return redis.error_reply('ERR fencing counter is not an integer or out of range')
-end
-if pttl == -2 and graceLeft() > 0 then
-  pttl = graceLeft() -- a restarted server: as if held until its grace has passed
-end
-local head = redis.call('lindex', KEYS[2], 0)
+-- Not free for the taking at once: a holder (pttl a), or waiters.
+local pttl = a
 if pttl == -2 and not head then
   return take(false) -- free, and nobody waits
 end
-
 local now = now()
-local dead = redis.call('zrangebyscore', KEYS[3], '-inf', now)
-for i = 1, #dead do
-  redis.call('lrem', KEYS[2], 0, dead[i])
-  redis.call('zrem', KEYS[3], dead[i])
-end
-local queued = redis.call('zcard', KEYS[3])
-if redis.call('llen', KEYS[2]) ~= queued then
-  -- One key lost entries the other has: keep the queued owners that have a deadline, once
-  -- each and in queue order, then the owners that have a deadline but no place, by deadline.
-  local seen, keep = {}, {}
-  for _, o in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
-    if not seen[o] and redis.call('zscore', KEYS[3], o) then
-      seen[o] = true
-      keep[#keep + 1] = o
-    end
-  end
-  for _, o in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-    if not seen[o] then
-      seen[o] = true
-      keep[#keep + 1] = o
-    end
-  end
-  redis.call('del', KEYS[2])
-  for i = 1, #keep, 1000 do
-    redis.call('rpush', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
-  end
-  if #keep > 0 then
-    keepFor(KEYS[2], tonumber(ARGV[6]), true) -- made anew above
-  end
-  dead = {1}
-end
-if #dead > 0 then
-  head = redis.call('lindex', KEYS[2], 0)
-end
-
+local queued
+head, queued = purgeFair(KEYS[2], KEYS[3], now, tonumber(ARGV[6]), head)
 if pttl == -2 and (not head or head == entry) then
   return take(head ~= false and head ~= nil)
 end
