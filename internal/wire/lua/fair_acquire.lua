@@ -34,65 +34,35 @@
 -- nothing changed.
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
-local entry = queueEntry(owner, req, ARGV[8], ARGV[5]) -- this call's queue entry
+local a = {H = KEYS[1], Q = KEYS[2], D = KEYS[3], F = KEYS[4], owner = owner, req = req,
+  entry = queueEntry(owner, req, ARGV[8], ARGV[5]), extra = ARGV[5], lease = ARGV[2]}
 
-local function take(pop)
-  local t = fence(counter, true)
-  if pop then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], entry)
-  end
-  takeHold(KEYS[1], owner, req, ARGV[2], t, ARGV[5])
-  return {1, 1, t}
-end
-
-local what, a, head = fairRead(KEYS[1], KEYS[2], KEYS[4], owner, req, ARGV[5], mode) -- see mutex.lua
+local what, x, head, cur = fairRead(a.H, a.Q, a.F, owner, req, a.extra, mode) -- see mutex.lua
 if what == 'free' then
-  return take(false)
+  return {1, 1, takeFair(a, false, nil, x)}
 elseif what == 'bad' then
-  return a
+  return x
 elseif what == 'none' then
   return {0, -2, 0}
 elseif what == 'grant' then
   -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
-  local left = redis.call('pttl', KEYS[1])
+  local left = redis.call('pttl', a.H)
   if left == 0 then
     left = 1
   end
-  return {1, a, fence(counter, false), left}
+  return {1, x, fence(counter, false), left}
 elseif what == 'ran' then
   local t = fence(counter, false)
   if mode ~= 'resolve' then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('pexpire', a.H, ARGV[2])
   end
-  return {1, a, t}
+  return {1, x, t}
 elseif what == 'held' then
   local t = fence(counter, false)
-  local count = reenterHold(KEYS[1], owner, req, ARGV[2])
-  if redis.call('zscore', KEYS[3], entry) then
-    leaveQueue(KEYS[2], KEYS[3], entry) -- queued before the owner took it elsewhere
+  local count = reenterHold(a.H, owner, req, ARGV[2])
+  if redis.call('zscore', a.D, a.entry) then
+    leaveQueue(a.Q, a.D, a.entry) -- queued before the owner took it elsewhere
   end
   return {1, count, t}
 end
-
--- Not free for the taking at once: a holder (pttl a), or waiters.
-local pttl = a
-if pttl == -2 and not head then
-  return take(false) -- free, and nobody waits
-end
-local now = now()
-local queued
-head, queued = purgeFair(KEYS[2], KEYS[3], now, tonumber(ARGV[6]), head)
-if pttl == -2 and (not head or head == entry) then
-  return take(head ~= false and head ~= nil)
-end
-
-local joined = 0
-if ARGV[7] == 'wait' then
-  joined = joinQueue(KEYS[2], KEYS[3], entry, now, tonumber(ARGV[6]), queued == 0)
-  head = head or entry
-end
-if head == entry then
-  return {0, pttl, 1, joined}
-end
-return {0, pttl, 0, joined}
+return queueFair(a, tonumber(ARGV[6]), ARGV[7] == 'wait', x, head, cur)

@@ -193,6 +193,50 @@ local function purgeFair(Q, D, t, wait, head)
   return head, queued
 end
 
+-- A fair attempt is a table: the lock's hash H, queue Q, deadlines D and fencing counter F, the
+-- owner, the request req, the caller's queue entry and its extra, and the lease in ms.
+
+-- takeFair makes attempt a's owner the holder of its free fair lock, popping its entry from
+-- the head of the queue when pop (it heads it), and returns the new hold's token (see
+-- newToken: t is the server's clock if read, cur the counter as fairRead read it).
+local function takeFair(a, pop, t, cur)
+  local tok = newToken(a.F, a.extra, t, cur)
+  if pop then
+    redis.call('lpop', a.Q)
+    redis.call('zrem', a.D, a.entry)
+  end
+  takeHold(a.H, a.owner, a.req, a.lease, tok, a.extra)
+  return tok
+end
+
+-- queueFair ends attempt a that fairRead left to the queue ('wait', pttl, head, cur): the lock
+-- goes to the caller only when it is free and the caller heads the queue, once purged (see
+-- purgeFair), or nobody waits: nobody jumps the queue. Otherwise the caller joins the queue
+-- (or refreshes its deadline there) when join, its place lasting wait ms. Returns {1, 1, token}
+-- when taken, else {0, pttl, head, joined}: head 1 when the caller heads the queue, joined 1
+-- when this call put its entry in the queue (it was not there: first call, or its place was
+-- granted or lost meanwhile).
+local function queueFair(a, wait, join, pttl, head, cur)
+  if pttl == -2 and not head then
+    return {1, 1, takeFair(a, false, nil, cur)} -- free, and nobody waits
+  end
+  local t = now()
+  local queued
+  head, queued = purgeFair(a.Q, a.D, t, wait, head)
+  if pttl == -2 and (not head or head == a.entry) then
+    return {1, 1, takeFair(a, head ~= false and head ~= nil, t, cur)}
+  end
+  local joined = 0
+  if join then
+    joined = joinQueue(a.Q, a.D, a.entry, t, wait, queued == 0)
+    head = head or a.entry
+  end
+  if head == a.entry then
+    return {0, pttl, 1, joined}
+  end
+  return {0, pttl, 0, joined}
+end
+
 -- handOver frees fair lock H for the queue Q (deadlines D) at server time t: it drops the dead
 -- heads (see liveHead) and gives the lock to the live head, with a token from counter F if its
 -- entry needs one (newToken), a lease of its claim and the fields its kind writes, tells it so
