@@ -1,5 +1,7 @@
 package wire
 
+import "strconv"
+
 // Each script's ARGV as a Go type: its fields are the arguments in ARGV order, each with a
 // `argv` tag quoting a phrase of that argument's line in the script's header comment, and
 // Strings gives them as the script takes them. header_test.go checks the fields, the tags and
@@ -279,3 +281,58 @@ const (
 func (a CheckArgs) Strings() []string {
 	return append(append(make([]string, 0, 1+len(a.Owners)), a.Kind), a.Owners...)
 }
+
+// CampaignArgs is el_campaign.lua's ARGV.
+type CampaignArgs struct {
+	Candidate  string `argv:"candidate id"` // the Campaign call's request id
+	LeaseMs    string `argv:"lease in milliseconds"`
+	Mode       Mode   `argv:"mode"` // Take or Resolve
+	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool   `argv:"'wait' to join"`
+	ClaimMs    string `argv:"claim in milliseconds"`
+	Value      string `argv:"value"`
+}
+
+// Strings returns a as ARGV.
+func (a CampaignArgs) Strings() []string {
+	return []string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value}
+}
+
+// ResignArgs is el_resign.lua's ARGV.
+type ResignArgs struct {
+	Candidate string `argv:"candidate id of the term"`
+	Term      int64  `argv:"term, as the term context carries it"`
+}
+
+// Strings returns a as ARGV.
+func (a ResignArgs) Strings() []string {
+	return []string{a.Candidate, strconv.FormatInt(a.Term, 10)}
+}
+
+// ProclaimArgs is el_proclaim.lua's ARGV.
+type ProclaimArgs struct {
+	Candidate string `argv:"candidate id of the term"`
+	Term      int64  `argv:"term, as the term context carries it"`
+	Value     string `argv:"value"`
+}
+
+// Strings returns a as ARGV.
+func (a ProclaimArgs) Strings() []string {
+	return []string{a.Candidate, strconv.FormatInt(a.Term, 10), a.Value}
+}
+
+// ElectionLeaveArgs is el_leave.lua's ARGV: the candidate's, as its Campaign attempts gave them.
+type ElectionLeaveArgs struct {
+	Candidate string `argv:"candidate id"`
+	ClaimMs   string `argv:"its claim"`
+	Value     string `argv:"its value"`
+}
+
+// Strings returns a as ARGV.
+func (a ElectionLeaveArgs) Strings() []string { return []string{a.Candidate, a.ClaimMs, a.Value} }
+
+// NoArgs is the ARGV of el_leader.lua and el_forceunlock.lua: none.
+type NoArgs struct{}
+
+// Strings returns a as ARGV.
+func (NoArgs) Strings() []string { return nil }

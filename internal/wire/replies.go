@@ -252,3 +252,46 @@ func ParseState(reply []rueidis.RedisMessage) (StateReply, error) {
 	}
 	return st, nil
 }
+
+// TermCheck is the reply of el_resign.lua and el_proclaim.lua.
+type TermCheck struct {
+	Current bool  // the term was the current one, and the script acted
+	Told    int64 // current: the clients its message reached
+	Term    int64 // not current: the current term (0: nobody leads)
+}
+
+// ParseTermCheck reads el_resign.lua's and el_proclaim.lua's reply: {1, told} or {0, term}.
+func ParseTermCheck(reply []int64) (TermCheck, error) {
+	switch {
+	case len(reply) != 2 || reply[0] != 0 && reply[0] != 1:
+		return TermCheck{}, ErrBadReply
+	case reply[0] == 1:
+		return TermCheck{Current: true, Told: reply[1]}, nil
+	}
+	return TermCheck{Term: reply[1]}, nil
+}
+
+// Leadership is el_leader.lua's reply.
+type Leadership struct {
+	Term  int64         // 0: nobody leads
+	Lease time.Duration // the leader's lease left; -1 for a hash without expiry
+	Value string
+}
+
+// ParseLeadership reads el_leader.lua's {term, lease ms, value} reply.
+func ParseLeadership(reply []rueidis.RedisMessage) (Leadership, error) {
+	if len(reply) != 3 {
+		return Leadership{}, ErrBadReply
+	}
+	term, err1 := reply[0].AsInt64()
+	ms, err2 := reply[1].AsInt64()
+	value, err3 := reply[2].ToString()
+	if err1 != nil || err2 != nil || err3 != nil {
+		return Leadership{}, ErrBadReply
+	}
+	l := Leadership{Term: term, Lease: time.Duration(ms) * time.Millisecond, Value: value}
+	if ms < 0 {
+		l.Lease = -1
+	}
+	return l, nil
+}

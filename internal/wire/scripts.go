@@ -216,6 +216,17 @@ var (
 	SemForceRelease = semScript("sem_forcerelease.lua")
 )
 
+// Scripts of an election (a fair Mutex whose hold is a term; its renewal is Renew's, its check
+// Check's with CheckMutex).
+var (
+	Campaign            = electionScript("el_campaign.lua", false)
+	Resign              = electionScript("el_resign.lua", false)
+	Proclaim            = electionScript("el_proclaim.lua", false)
+	ElectionLeave       = electionScript("el_leave.lua", false)
+	ReadLeader          = electionScript("el_leader.lua", true)
+	ElectionForceUnlock = electionScript("el_forceunlock.lua", false)
+)
+
 // ReadState reads the State of a lock of any kind; read-only, so it also runs on a replica.
 // It needs queue.lua's splitEntry.
 var ReadState = compose(true, "lib.lua", "queue.lua", "state.lua")
