@@ -336,3 +336,59 @@ type NoArgs struct{}
 
 // Strings returns a as ARGV.
 func (NoArgs) Strings() []string { return nil }
+
+// MemberSpec is how the MultiLock's group scripts take a member (ARGV member i): its lease in
+// milliseconds, whether it is fair, and whether it has fencing tokens. The library makes it
+// once per member.
+func MemberSpec(leaseMs string, fair, fencing bool) string {
+	flags := ""
+	if fair {
+		flags += "f"
+	}
+	if fencing {
+		flags += "t"
+	}
+	return leaseMs + ":" + flags
+}
+
+// MultiAcquireArgs is multi_acquire.lua's ARGV; the group's KEYS are each member's
+// Keys.Member, in the order of Members.
+type MultiAcquireArgs struct {
+	Owner      string   `argv:"owner id"`
+	Request    string   `argv:"request id"`
+	Mode       Mode     `argv:"mode"` // Take or Resolve
+	FairWaitMs string   `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool     `argv:"'wait' to join"`
+	Members    []string `argv:"member i"` // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiAcquireArgs) Strings() []string {
+	return append(append(make([]string, 0, 5+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
+		join(a.Join)), a.Members...)
+}
+
+// MultiReleaseArgs is multi_release.lua's ARGV (KEYS as MultiAcquireArgs').
+type MultiReleaseArgs struct {
+	Owner   string   `argv:"owner id"`
+	Request string   `argv:"request id"`
+	Message string   `argv:"unlock message"` // UnlockMessage
+	Members []string `argv:"member i"`       // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiReleaseArgs) Strings() []string {
+	return append(append(make([]string, 0, 3+len(a.Members)), a.Owner, a.Request, a.Message), a.Members...)
+}
+
+// MultiLeaveArgs is multi_leave.lua's ARGV (KEYS as MultiAcquireArgs'): the waiting call's.
+type MultiLeaveArgs struct {
+	Owner   string   `argv:"owner id"`
+	Request string   `argv:"request id"`
+	Members []string `argv:"member i"` // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiLeaveArgs) Strings() []string {
+	return append(append(make([]string, 0, 2+len(a.Members)), a.Owner, a.Request), a.Members...)
+}

@@ -319,8 +319,12 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000"}.Strings()))
 	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000"}.Strings()))
 	wrongType("state as a mutex", e.exec(ReadState, k.State(), StateArgs{"fair_mutex"}.Strings()))
+	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true,
+		[]string{MemberSpec("10000", true, false)}}.Strings()))
 	assert.Equal(t, before, e.record(), "the election unchanged")
-	assert.Equal(t, Leadership{Term: r[2], Lease: e.leader().Lease, Value: "v"}, e.leader())
+	ld := e.leader()
+	assert.Equal(t, r[2], ld.Term)
+	assert.Equal(t, "v", ld.Value)
 	require.True(t, e.resign("el1", r[2]).Current)
 
 	// A Mutex's hash, a fair one's and an RWMutex's refused by the election's scripts.

@@ -52,6 +52,9 @@ func specs() []scriptSpec {
 		{file: "el_leave.lua", args: ElectionLeaveArgs{}, keys: Keys.Election},
 		{file: "el_leader.lua", args: NoArgs{}, keys: Keys.Leadership},
 		{file: "el_forceunlock.lua", args: NoArgs{}, keys: Keys.Election},
+		{file: "multi_acquire.lua", args: MultiAcquireArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
+		{file: "multi_release.lua", args: MultiReleaseArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
+		{file: "multi_leave.lua", args: MultiLeaveArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
 		{file: "state.lua", args: StateArgs{}},
 		{file: "check.lua", args: CheckArgs{}}, // its KEYS are renewal's, per kind
 	}
@@ -271,6 +274,12 @@ func TestScriptHeaderCheckCatchesDrift(t *testing.T) {
 	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: func(k Keys) []string { return []string{k.Fence, k.Lock} }}), "keys swapped")
 	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: Keys.Inspect}), "one key short")
 
+	defs, err = header(luaSource("multi_acquire.lua"))
+	assert.NoError(t, err)
+	assert.Empty(t, checkKeys(defs, scriptSpec{keys: Keys.Member, perHold: 5}))
+	swapped := func(k Keys) []string { return []string{k.Lock, k.Queue, k.Channel, k.Deadlines, k.Fence} }
+	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: swapped, perHold: 5}), "a member's keys swapped")
+	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: Keys.Member, perHold: 4}), "one key per member short")
 	defs, err = header(luaSource("el_resign.lua"))
 	assert.NoError(t, err)
 	assert.Empty(t, checkArgs(defs, ResignArgs{}))

@@ -149,6 +149,10 @@ func (k Keys) Election() []string {
 // Leadership returns el_leader.lua's KEYS.
 func (k Keys) Leadership() []string { return []string{k.Lock} }
 
+// Member returns the KEYS of one member in a MultiLock's group scripts (multi_acquire.lua,
+// multi_release.lua, multi_leave.lua), which take every member's in the order of their ARGV.
+func (k Keys) Member() []string { return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence} }
+
 // Renew returns the KEYS of one hold in a renewal script (renew.lua, rw_renew.lua,
 // sem_renew.lua) and in check.lua: the hash, and the leases for a kind with per-hold leases.
 func (k Keys) Renew(leased bool) []string {

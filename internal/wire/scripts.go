@@ -227,6 +227,14 @@ var (
 	ElectionForceUnlock = electionScript("el_forceunlock.lua", false)
 )
 
+// Scripts of a MultiLock: each takes, releases or leaves every member of one group (members
+// whose keys share a hash slot) at once; a member's renewal is its Mutex's.
+var (
+	MultiAcquire = mutexScript("multi_acquire.lua")
+	MultiRelease = mutexScript("multi_release.lua")
+	MultiLeave   = mutexScript("multi_leave.lua")
+)
+
 // ReadState reads the State of a lock of any kind; read-only, so it also runs on a replica.
 // It needs queue.lua's splitEntry.
 var ReadState = compose(true, "lib.lua", "queue.lua", "state.lua")

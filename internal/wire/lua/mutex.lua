@@ -316,3 +316,16 @@ local function releaseHold(H, owner, req)
   end
   return nil
 end
+
+-- member returns member i of a MultiLock's group script (multi_*.lua) as a fair attempt (see
+-- takeFair) of owner's request req with queue entry entry: its keys, KEYS[5i-4] to KEYS[5i] (the
+-- hash, channel, queue, deadlines and fencing counter), and from spec, "<lease ms>:<flags>",
+-- its lease, fair ('f' in flags) and extra ('1' with 't' in flags: fencing tokens, else '0').
+local function member(i, spec, owner, req, entry)
+  local lease, flags = string.match(spec, '^(%d*):(%a*)$')
+  local k = 5 * i - 4
+  return {H = KEYS[k], C = KEYS[k + 1], Q = KEYS[k + 2], D = KEYS[k + 3], F = KEYS[k + 4],
+    owner = owner, req = req, entry = entry, lease = lease,
+    fair = string.find(flags, 'f', 1, true) ~= nil,
+    extra = string.find(flags, 't', 1, true) and '1' or '0'}
+end
