@@ -55,11 +55,12 @@ gotest:
 	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
 	cd otel && $(GO) test -race -count=1 ./...
-	# The root suite and the chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and
-	# on a Sentinel deployment (a primary, 2 replicas, 3 sentinels): every test checks that
-	# nothing is left subscribed on any node.
-	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos
-	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos
+	# The root suite, the scripts' own tests (internal/wire: sharded pub/sub on a cluster) and
+	# the chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel
+	# deployment (a primary, 2 replicas, 3 sentinels): every test checks that nothing is left
+	# subscribed on any node.
+	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos
+	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos
 	# Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9
 	# of the lock's master with a hold and waiters, and SENTINEL FAILOVER.
 	CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \

@@ -1,5 +1,7 @@
 package wire
 
+import "strconv"
+
 // Each script's ARGV as a Go type: its fields are the arguments in ARGV order, each with a
 // `argv` tag quoting a phrase of that argument's line in the script's header comment, and
 // Strings gives them as the script takes them. header_test.go checks the fields, the tags and
@@ -279,4 +281,115 @@ const (
 // Strings returns a as ARGV.
 func (a CheckArgs) Strings() []string {
 	return append(append(make([]string, 0, 1+len(a.Owners)), a.Kind), a.Owners...)
+}
+
+// CampaignArgs is el_campaign.lua's ARGV.
+type CampaignArgs struct {
+	Candidate  string `argv:"candidate id"` // the Campaign call's request id
+	LeaseMs    string `argv:"lease in milliseconds"`
+	Mode       Mode   `argv:"mode"` // Take or Resolve
+	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool   `argv:"'wait' to join"`
+	ClaimMs    string `argv:"claim in milliseconds"`
+	Value      string `argv:"value"`
+}
+
+// Strings returns a as ARGV.
+func (a CampaignArgs) Strings() []string {
+	return []string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value}
+}
+
+// ResignArgs is el_resign.lua's ARGV.
+type ResignArgs struct {
+	Candidate string `argv:"candidate id of the term"`
+	Term      int64  `argv:"term, as the term context carries it"`
+}
+
+// Strings returns a as ARGV.
+func (a ResignArgs) Strings() []string {
+	return []string{a.Candidate, strconv.FormatInt(a.Term, 10)}
+}
+
+// ProclaimArgs is el_proclaim.lua's ARGV.
+type ProclaimArgs struct {
+	Candidate string `argv:"candidate id of the term"`
+	Term      int64  `argv:"term, as the term context carries it"`
+	Value     string `argv:"value"`
+}
+
+// Strings returns a as ARGV.
+func (a ProclaimArgs) Strings() []string {
+	return []string{a.Candidate, strconv.FormatInt(a.Term, 10), a.Value}
+}
+
+// ElectionLeaveArgs is el_leave.lua's ARGV: the candidate's, as its Campaign attempts gave them.
+type ElectionLeaveArgs struct {
+	Candidate string `argv:"candidate id"`
+	ClaimMs   string `argv:"its claim"`
+	Value     string `argv:"its value"`
+}
+
+// Strings returns a as ARGV.
+func (a ElectionLeaveArgs) Strings() []string { return []string{a.Candidate, a.ClaimMs, a.Value} }
+
+// NoArgs is the ARGV of el_leader.lua and el_forceunlock.lua: none.
+type NoArgs struct{}
+
+// Strings returns a as ARGV.
+func (NoArgs) Strings() []string { return nil }
+
+// MemberSpec is how the MultiLock's group scripts take a member (ARGV member i): its lease in
+// milliseconds, whether it is fair, and whether it has fencing tokens. The library makes it
+// once per member.
+func MemberSpec(leaseMs string, fair, fencing bool) string {
+	flags := ""
+	if fair {
+		flags += "f"
+	}
+	if fencing {
+		flags += "t"
+	}
+	return leaseMs + ":" + flags
+}
+
+// MultiAcquireArgs is multi_acquire.lua's ARGV; the group's KEYS are each member's
+// Keys.Member, in the order of Members.
+type MultiAcquireArgs struct {
+	Owner      string   `argv:"owner id"`
+	Request    string   `argv:"request id"`
+	Mode       Mode     `argv:"mode"` // Take or Resolve
+	FairWaitMs string   `argv:"FairWaitTimeout in milliseconds"`
+	Join       bool     `argv:"'wait' to join"`
+	Members    []string `argv:"member i"` // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiAcquireArgs) Strings() []string {
+	return append(append(make([]string, 0, 5+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
+		join(a.Join)), a.Members...)
+}
+
+// MultiReleaseArgs is multi_release.lua's ARGV (KEYS as MultiAcquireArgs').
+type MultiReleaseArgs struct {
+	Owner   string   `argv:"owner id"`
+	Request string   `argv:"request id"`
+	Message string   `argv:"unlock message"` // UnlockMessage
+	Members []string `argv:"member i"`       // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiReleaseArgs) Strings() []string {
+	return append(append(make([]string, 0, 3+len(a.Members)), a.Owner, a.Request, a.Message), a.Members...)
+}
+
+// MultiLeaveArgs is multi_leave.lua's ARGV (KEYS as MultiAcquireArgs'): the waiting call's.
+type MultiLeaveArgs struct {
+	Owner   string   `argv:"owner id"`
+	Request string   `argv:"request id"`
+	Members []string `argv:"member i"` // MemberSpec of each
+}
+
+// Strings returns a as ARGV.
+func (a MultiLeaveArgs) Strings() []string {
+	return append(append(make([]string, 0, 2+len(a.Members)), a.Owner, a.Request), a.Members...)
 }

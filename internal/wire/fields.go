@@ -9,8 +9,9 @@ package wire
 //   - the fields below, "\x01" and a letter. The scripts use lib.lua's FIELD_KIND, FIELD_GRANT,
 //     ... (lib.lua alone spells them); fields_test.go checks the two agree.
 const (
-	// FieldKind is the kind of lock the hash is: "rw" (RWMutex) or "sem" (Semaphore); a
-	// Mutex's hash has none. A script given a hash of another kind raises WRONGTYPE.
+	// FieldKind is the kind of lock the hash is: "rw" (RWMutex), "sem" (Semaphore) or "el"
+	// (an election); a Mutex's hash has none. A script given a hash of another kind raises
+	// WRONGTYPE.
 	FieldKind = "\x01k"
 	// FieldGrant records a grant (direct handoff): in a fair Mutex's hash, the request id the
 	// last release granted the lock to; in a fair RWMutex's, FieldGrant + "<r|w>:<owner>" is
@@ -22,4 +23,10 @@ const (
 	FieldPermits = "\x01p"
 	// FieldUsed is the number of a Semaphore's permits held.
 	FieldUsed = "\x01u"
+	// FieldValue is an election leader's value (Campaign's, or the last Proclaim's), beside
+	// its hold (the candidate id's field) and gone with it.
+	FieldValue = "\x01v"
+	// FieldTerm is an election leader's term, beside its hold and gone with it; the fencing
+	// counter keeps the last term handed out.
+	FieldTerm = "\x01t"
 )

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,9 +18,9 @@ type argStringer interface{ Strings() []string }
 type scriptSpec struct {
 	file string
 	args argStringer         // the zero value of its ARGV type
-	keys func(Keys) []string // its KEYS; nil: per hold (perHold), or not checked
-	// perHold: KEYS repeat per hold (KEYS[i], or KEYS[2i-1] and KEYS[2i]); the number of keys
-	// per hold the Go side gives.
+	keys func(Keys) []string // its KEYS (with perHold: one hold's); nil: not checked
+	// perHold: KEYS repeat per hold (KEYS[i], or KEYS[2i-1] and KEYS[2i], ...); the number of
+	// keys per hold the Go side gives.
 	perHold int
 }
 
@@ -45,6 +46,15 @@ func specs() []scriptSpec {
 		{file: "sem_renew.lua", args: RenewArgs{}, perHold: len(Keys{}.Renew(true))},
 		{file: "sem_inspect.lua", args: SemInspectArgs{}, keys: Keys.SemInspect},
 		{file: "sem_forcerelease.lua", args: SemForceReleaseArgs{}, keys: Keys.Sem},
+		{file: "el_campaign.lua", args: CampaignArgs{}, keys: Keys.Election},
+		{file: "el_resign.lua", args: ResignArgs{}, keys: Keys.Election},
+		{file: "el_proclaim.lua", args: ProclaimArgs{}, keys: Keys.Election},
+		{file: "el_leave.lua", args: ElectionLeaveArgs{}, keys: Keys.Election},
+		{file: "el_leader.lua", args: NoArgs{}, keys: Keys.Leadership},
+		{file: "el_forceunlock.lua", args: NoArgs{}, keys: Keys.Election},
+		{file: "multi_acquire.lua", args: MultiAcquireArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
+		{file: "multi_release.lua", args: MultiReleaseArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
+		{file: "multi_leave.lua", args: MultiLeaveArgs{}, keys: Keys.Member, perHold: len(Keys{}.Member())},
 		{file: "state.lua", args: StateArgs{}},
 		{file: "check.lua", args: CheckArgs{}}, // its KEYS are renewal's, per kind
 	}
@@ -53,7 +63,7 @@ func specs() []scriptSpec {
 // keyPhrase is a phrase that the header line of each key of Keys contains.
 var keyPhrase = map[string]string{
 	"Lock": "hash", "Fence": "fencing counter", "Channel": "channel", "Queue": "queue",
-	"Deadlines": "deadlines", "Leases": "leases", "Writers": "waiting writers",
+	"Deadlines": "deadlines", "Leases": "leases", "Writers": "waiting writers", "Leader": "leader channel",
 }
 
 // A definition in a script's header: "-- ARGV[3] request id ...", or one after a comma on such
@@ -155,6 +165,8 @@ func checkArgs(defs map[string]string, args argStringer) []string {
 			v.Field(i).SetString("X")
 		case reflect.Bool:
 			v.Field(i).SetBool(true)
+		case reflect.Int64:
+			v.Field(i).SetInt(7)
 		case reflect.Slice:
 			v.Field(i).Set(reflect.ValueOf([]string{"X"}))
 		}
@@ -195,13 +207,30 @@ func checkKeys(defs map[string]string, s scriptSpec) []string {
 		if n != 0 || per != s.perHold {
 			problems = append(problems, fmt.Sprintf("%d keys per hold, the header %d (and %d fixed)", s.perHold, per, n))
 		}
-		return problems
 	}
 	if s.keys == nil {
 		return problems
 	}
 	names := s.keys(Keys{Lock: "Lock", Fence: "Fence", Channel: "Channel", Queue: "Queue",
-		Deadlines: "Deadlines", Leases: "Leases", Writers: "Writers"})
+		Deadlines: "Deadlines", Leases: "Leases", Writers: "Writers", Leader: "Leader"})
+	if s.perHold > 0 {
+		// KEYS[5i-4] ... KEYS[5i] (KEYS[i] for one key per hold)
+		if len(names) != s.perHold {
+			problems = append(problems, fmt.Sprintf("%d keys per hold, the Go side %d", s.perHold, len(names)))
+		}
+		for j, k := range names {
+			name := "KEYS[i]"
+			if off := len(names) - 1 - j; off > 0 {
+				name = fmt.Sprintf("KEYS[%di-%d]", len(names), off)
+			} else if len(names) > 1 {
+				name = fmt.Sprintf("KEYS[%di]", len(names))
+			}
+			if desc := defs[name]; !strings.Contains(strings.ToLower(desc), keyPhrase[k]) {
+				problems = append(problems, fmt.Sprintf("%s is %s, the header's reads %q", name, k, desc))
+			}
+		}
+		return problems
+	}
 	if len(names) != n {
 		problems = append(problems, fmt.Sprintf("%d KEYS, the header %d", len(names), n))
 	}
@@ -244,6 +273,23 @@ func TestScriptHeaderCheckCatchesDrift(t *testing.T) {
 	assert.NotEmpty(t, checkArgs(defs, ReleaseArgs{}), "one argument short")
 	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: func(k Keys) []string { return []string{k.Fence, k.Lock} }}), "keys swapped")
 	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: Keys.Inspect}), "one key short")
+
+	defs, err = header(luaSource("multi_acquire.lua"))
+	assert.NoError(t, err)
+	assert.Empty(t, checkKeys(defs, scriptSpec{keys: Keys.Member, perHold: 5}))
+	swapped := func(k Keys) []string { return []string{k.Lock, k.Queue, k.Channel, k.Deadlines, k.Fence} }
+	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: swapped, perHold: 5}), "a member's keys swapped")
+	assert.NotEmpty(t, checkKeys(defs, scriptSpec{keys: Keys.Member, perHold: 4}), "one key per member short")
+	defs, err = header(luaSource("el_resign.lua"))
+	assert.NoError(t, err)
+	assert.Empty(t, checkArgs(defs, ResignArgs{}))
+	assert.NotEmpty(t, checkArgs(defs, swappedResignArgs{}), "an int64 field out of place")
+}
+
+type swappedResignArgs ResignArgs
+
+func (a swappedResignArgs) Strings() []string {
+	return []string{strconv.FormatInt(a.Term, 10), a.Candidate}
 }
 
 type swappedAcquireArgs struct {

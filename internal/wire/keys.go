@@ -15,6 +15,7 @@ type Keys struct {
 	Deadlines string // fair kinds, semaphore: waiter -> deadline (server ms)
 	Leases    string // RWMutex, Semaphore: hold -> lease end (server ms)
 	Writers   string // RWMutex: waiting writers -> deadline (server ms)
+	Leader    string // election: the channel where observers hear of leaders (see message.go)
 }
 
 // NewKeys returns the keys of the lock called name under key prefix prefix: the lock hash is
@@ -29,6 +30,7 @@ func NewKeys(prefix, name string) Keys {
 		Deadlines: base + ":deadlines",
 		Leases:    base + ":leases",
 		Writers:   base + ":writers",
+		Leader:    base + ":leader",
 	}
 }
 
@@ -137,6 +139,19 @@ func (k Keys) SemInspect() []string { return []string{k.Lock, k.Leases, k.Deadli
 func (k Keys) State() []string {
 	return []string{k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines, k.Fence}
 }
+
+// Election returns the KEYS of every election script that writes (el_campaign.lua,
+// el_resign.lua, el_proclaim.lua, el_leave.lua, el_forceunlock.lua).
+func (k Keys) Election() []string {
+	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Leader}
+}
+
+// Leadership returns el_leader.lua's KEYS.
+func (k Keys) Leadership() []string { return []string{k.Lock} }
+
+// Member returns the KEYS of one member in a MultiLock's group scripts (multi_acquire.lua,
+// multi_release.lua, multi_leave.lua), which take every member's in the order of their ARGV.
+func (k Keys) Member() []string { return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence} }
 
 // Renew returns the KEYS of one hold in a renewal script (renew.lua, rw_renew.lua,
 // sem_renew.lua) and in check.lua: the hash, and the leases for a kind with per-hold leases.

@@ -17,6 +17,7 @@ func TestNewKeys(t *testing.T) {
 		Deadlines: "p:{n}:deadlines",
 		Leases:    "p:{n}:leases",
 		Writers:   "p:{n}:writers",
+		Leader:    "p:{n}:leader",
 	}, NewKeys("p", "n"))
 	assert.Equal(t, "p:{n}", LockKey("p", "n"))
 }

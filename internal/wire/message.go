@@ -75,3 +75,69 @@ func ParseGrant(grant string) (Grant, bool) {
 	}
 	return Grant{Request: req, Token: token, Claim: time.Duration(ms) * time.Millisecond}, true
 }
+
+// Messages on an election's leader channel (Keys.Leader), for observers; candidates wait on
+// the lock's channel, so these wake none of them. The election scripts publish three kinds
+// (kind_election.lua's announce, vacate and leaderMessage build them):
+//
+//   - "leader <term> <lease ms> <value>": a new leader with that term (a Campaign that took the
+//     lead, or a release that handed it over), its lease from when the script ran (a grant's
+//     claim, which the leader extends soon after: renewals publish nothing) and its value;
+//   - "proclaim <term> <lease ms> <value>": the leader of that term proclaimed a new value;
+//   - "vacant <term>": the leader of that term resigned, gave the lead back or was forced
+//     out, and nobody is next.
+//
+// A leader whose lease runs out publishes nothing: an observer re-reads the leadership
+// (el_leader.lua) at the lease's end.
+
+// LeaderEventKind is what a message on the leader channel says.
+type LeaderEventKind uint8
+
+// Kinds of message on the leader channel (see ParseLeaderMessage).
+const (
+	NewLeader  LeaderEventKind = iota + 1 // "leader"
+	Proclaimed                            // "proclaim"
+	Vacant                                // "vacant"
+)
+
+// LeaderEvent is a message on the leader channel, read.
+type LeaderEvent struct {
+	Kind  LeaderEventKind
+	Term  int64
+	Lease time.Duration // NewLeader, Proclaimed: the lease left when the script ran
+	Value string        // NewLeader, Proclaimed
+}
+
+// ParseLeaderMessage reads a message on the leader channel, and reports whether it is a
+// well-formed one (a positive term; a lease of -1, no expiry, or more). It allocates nothing
+// but what the value needs (a substring of msg).
+func ParseLeaderMessage(msg string) (LeaderEvent, bool) {
+	what, rest, _ := strings.Cut(msg, " ")
+	var e LeaderEvent
+	switch what {
+	case "leader":
+		e.Kind = NewLeader
+	case "proclaim":
+		e.Kind = Proclaimed
+	case "vacant":
+		term, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil || term <= 0 {
+			return LeaderEvent{}, false
+		}
+		return LeaderEvent{Kind: Vacant, Term: term}, true
+	default:
+		return LeaderEvent{}, false
+	}
+	term, rest, ok1 := strings.Cut(rest, " ")
+	lease, value, ok2 := strings.Cut(rest, " ")
+	t, err1 := strconv.ParseInt(term, 10, 64)
+	ms, err2 := strconv.ParseInt(lease, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || t <= 0 || ms < -1 {
+		return LeaderEvent{}, false
+	}
+	e.Term, e.Lease, e.Value = t, time.Duration(ms)*time.Millisecond, value
+	if ms < 0 {
+		e.Lease = -1
+	}
+	return e, true
+}

@@ -252,3 +252,104 @@ func ParseState(reply []rueidis.RedisMessage) (StateReply, error) {
 	}
 	return st, nil
 }
+
+// MultiAttempt is multi_acquire.lua's reply. It reads the reply in place.
+type MultiAttempt struct {
+	Acquired bool
+	// Blocked, not acquired: the index (from 0) of the first member that keeps the set out;
+	// -1 for a request that has not run (mode Resolve).
+	Blocked int
+	// PTTL, not acquired: how long the blocking member's holder may keep it; 0 when it is free
+	// but another waiter is ahead of the set, -1 for no end.
+	PTTL  time.Duration
+	Head  bool    // not acquired: the set heads the blocking member's queue
+	holds []int64 // acquired: count and token of each member
+}
+
+// Count returns member i's hold count (acquired); 0 for a member whose hold has gone since a
+// replayed request ran.
+func (a MultiAttempt) Count(i int) int64 { return a.holds[2*i] }
+
+// Token returns member i's fencing token (acquired; 0 without fencing).
+func (a MultiAttempt) Token(i int) int64 { return a.holds[2*i+1] }
+
+// ParseMultiAttempt reads multi_acquire.lua's reply for n members: {1, count, token per
+// member} when acquired, {0, index from 1, pttl, head} when not (index 0: the request has not
+// run). It does not allocate.
+func ParseMultiAttempt(reply []int64, n int) (MultiAttempt, error) {
+	switch {
+	case len(reply) == 1+2*n && reply[0] == 1:
+		return MultiAttempt{Acquired: true, Blocked: -1, holds: reply[1:]}, nil
+	case len(reply) != 4 || reply[0] != 0 || reply[1] < 0 || reply[1] > int64(n):
+		return MultiAttempt{}, ErrBadReply
+	}
+	a := MultiAttempt{Blocked: int(reply[1]) - 1, PTTL: time.Duration(reply[2]) * time.Millisecond, Head: reply[3] == 1}
+	switch {
+	case reply[2] == -2:
+		a.PTTL = 0
+	case reply[2] < 0:
+		a.PTTL = -1
+	}
+	return a, nil
+}
+
+// MultiReleased is multi_release.lua's reply: an entry per member. It reads the reply in place.
+type MultiReleased []int64
+
+// ParseMultiRelease reads multi_release.lua's {left, woken per member} reply for n members.
+// It does not allocate.
+func ParseMultiRelease(reply []int64, n int) (MultiReleased, error) {
+	if len(reply) != 2*n {
+		return nil, ErrBadReply
+	}
+	return MultiReleased(reply), nil
+}
+
+// Left returns member i's remaining hold count: -1 when the owner held none.
+func (r MultiReleased) Left(i int) int64 { return r[2*i] }
+
+// Woken returns the clients member i's release message reached.
+func (r MultiReleased) Woken(i int) int64 { return r[2*i+1] }
+
+// TermCheck is the reply of el_resign.lua and el_proclaim.lua.
+type TermCheck struct {
+	Current bool  // the term was the current one, and the script acted
+	Told    int64 // current: the clients its message reached
+	Term    int64 // not current: the current term (0: nobody leads)
+}
+
+// ParseTermCheck reads el_resign.lua's and el_proclaim.lua's reply: {1, told} or {0, term}.
+func ParseTermCheck(reply []int64) (TermCheck, error) {
+	switch {
+	case len(reply) != 2 || reply[0] != 0 && reply[0] != 1:
+		return TermCheck{}, ErrBadReply
+	case reply[0] == 1:
+		return TermCheck{Current: true, Told: reply[1]}, nil
+	}
+	return TermCheck{Term: reply[1]}, nil
+}
+
+// Leadership is el_leader.lua's reply.
+type Leadership struct {
+	Term  int64         // 0: nobody leads
+	Lease time.Duration // the leader's lease left; -1 for a hash without expiry
+	Value string
+}
+
+// ParseLeadership reads el_leader.lua's {term, lease ms, value} reply.
+func ParseLeadership(reply []rueidis.RedisMessage) (Leadership, error) {
+	if len(reply) != 3 {
+		return Leadership{}, ErrBadReply
+	}
+	term, err1 := reply[0].AsInt64()
+	ms, err2 := reply[1].AsInt64()
+	value, err3 := reply[2].ToString()
+	if err1 != nil || err2 != nil || err3 != nil {
+		return Leadership{}, ErrBadReply
+	}
+	l := Leadership{Term: term, Lease: time.Duration(ms) * time.Millisecond, Value: value}
+	if ms < 0 {
+		l.Lease = -1
+	}
+	return l, nil
+}

@@ -13,9 +13,12 @@ import (
 
 // Every script is lua/lib.lua (helpers shared by all), a newline, and its own file, which
 // states its KEYS, ARGV and replies; the scripts of kinds whose waiters queue have
-// lua/queue.lua between the two, and those of kinds with per-hold leases lua/leases.lua after
-// that, then their kind's helpers (lua/rw.lua, lua/sem.lua). rueidis runs them with EVALSHA and falls back to EVAL on NOSCRIPT. They are immutable
-// after package initialisation.
+// lua/queue.lua between the two; those of a Mutex, a MultiLock and an election then their
+// kind's hooks (lua/kind_mutex.lua, lua/kind_election.lua) and the logic of one Mutex that
+// they share (lua/mutex.lua); those of kinds with per-hold leases lua/leases.lua after
+// queue.lua, then their kind's helpers (lua/rw.lua, lua/sem.lua). rueidis runs them with
+// EVALSHA and falls back to EVAL on NOSCRIPT. They are immutable after package
+// initialisation.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -106,9 +109,22 @@ func variant(src string, readOnly bool) Variant {
 // EVALSHA_RO.
 func script(file string, readOnly bool) Script { return compose(readOnly, "lib.lua", file) }
 
-// queuedScript returns the script of lua/<file> of a fair Mutex, prefixed with lib.lua and
-// queue.lua.
+// queuedScript returns the script of lua/<file>, prefixed with lib.lua and queue.lua.
 func queuedScript(file string) Script { return compose(false, "lib.lua", "queue.lua", file) }
+
+// mutexScript returns the script of lua/<file> of a Mutex (plain or fair) or a MultiLock,
+// prefixed with lib.lua, queue.lua, kind_mutex.lua (a Mutex's hooks) and mutex.lua (the logic
+// of one Mutex).
+func mutexScript(file string) Script {
+	return compose(false, "lib.lua", "queue.lua", "kind_mutex.lua", "mutex.lua", file)
+}
+
+// electionScript returns the script of lua/<file> of an election, prefixed with lib.lua,
+// queue.lua, kind_election.lua (an election's hooks) and mutex.lua (the logic of one Mutex,
+// which an election is); readOnly scripts run with EVALSHA_RO.
+func electionScript(file string, readOnly bool) Script {
+	return compose(readOnly, "lib.lua", "queue.lua", "kind_election.lua", "mutex.lua", file)
+}
 
 // rwScript returns the script of lua/<file> of an RWMutex, prefixed with lib.lua, queue.lua,
 // leases.lua (per-hold leases) and rw.lua (the RWMutex scripts' helpers).
@@ -170,14 +186,14 @@ func luaSource(file string) string {
 
 // Scripts of Mutex and fair Mutex.
 var (
-	Acquire     = script("acquire.lua", false)
-	Release     = script("release.lua", false)
+	Acquire     = mutexScript("acquire.lua")
+	Release     = mutexScript("release.lua")
 	Renew       = script("renew.lua", false)
 	ForceUnlock = queuedScript("forceunlock.lua")
 	Inspect     = script("inspect.lua", true)
-	FairAcquire = queuedScript("fair_acquire.lua")
-	FairRelease = queuedScript("fair_release.lua")
-	FairLeave   = queuedScript("fair_leave.lua")
+	FairAcquire = mutexScript("fair_acquire.lua")
+	FairRelease = mutexScript("fair_release.lua")
+	FairLeave   = mutexScript("fair_leave.lua")
 )
 
 // Scripts of RWMutex.
@@ -198,6 +214,25 @@ var (
 	SemRenew        = semScript("sem_renew.lua")
 	SemInspect      = script("sem_inspect.lua", false)
 	SemForceRelease = semScript("sem_forcerelease.lua")
+)
+
+// Scripts of an election (a fair Mutex whose hold is a term; its renewal is Renew's, its check
+// Check's with CheckMutex).
+var (
+	Campaign            = electionScript("el_campaign.lua", false)
+	Resign              = electionScript("el_resign.lua", false)
+	Proclaim            = electionScript("el_proclaim.lua", false)
+	ElectionLeave       = electionScript("el_leave.lua", false)
+	ReadLeader          = electionScript("el_leader.lua", true)
+	ElectionForceUnlock = electionScript("el_forceunlock.lua", false)
+)
+
+// Scripts of a MultiLock: each takes, releases or leaves every member of one group (members
+// whose keys share a hash slot) at once; a member's renewal is its Mutex's.
+var (
+	MultiAcquire = mutexScript("multi_acquire.lua")
+	MultiRelease = mutexScript("multi_release.lua")
+	MultiLeave   = mutexScript("multi_leave.lua")
 )
 
 // ReadState reads the State of a lock of any kind; read-only, so it also runs on a replica.

@@ -1,6 +1,6 @@
 -- fair_leave.lua: remove a waiter that gives up (cancelled, timed out, client closed) from a
 -- fair Mutex's queue. A grant the waiter got but never learned of is given back, and a lock
--- left free goes to the next live waiter (see queue.lua).
+-- left free goes to the next live waiter (see mutex.lua).
 -- KEYS[1] lock hash, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] channel, KEYS[5] fencing counter
 -- ARGV[1] owner id
 -- ARGV[2] request id of the waiting call

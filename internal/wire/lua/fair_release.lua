@@ -1,5 +1,5 @@
 -- fair_release.lua: give back one hold of an owner of a fair Mutex; the last one hands the lock
--- to the first live waiter in the queue (direct handoff, see queue.lua). A repeated request
+-- to the first live waiter in the queue (direct handoff, see mutex.lua). A repeated request
 -- never releases twice.
 -- KEYS[1] lock hash, KEYS[2] channel, KEYS[3] queue, KEYS[4] deadlines, KEYS[5] fencing counter
 -- ARGV[1] owner id
@@ -11,10 +11,6 @@ local partial = releaseHold(KEYS[1], ARGV[1], ARGV[2])
 if partial then
   return partial
 end
-if redis.call('exists', KEYS[3], KEYS[4]) == 0 then
-  -- nobody waits (the usual case): the lock frees up, and nobody is told
-  redis.call('del', KEYS[1])
-  return {0, 0}
-end
--- (handOver reads the queue and the deadlines before it writes: see liveHead)
-return {0, handOver(KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], now())}
+-- the last hold: the lock frees up, or goes to the first live waiter (see mutex.lua freeFair)
+local woken = freeFair(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return {0, woken}

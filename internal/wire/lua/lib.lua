@@ -1,12 +1,14 @@
 -- lib.lua: helpers every script shares. Each script Redis runs is this file, a newline, and the
 -- script's own file, with the preludes of its kind between them (queue.lua for the queued
--- kinds; leases.lua and rw.lua or sem.lua for RWMutex and Semaphore; see scripts.go). Every
+-- kinds; kind_mutex.lua or kind_election.lua and mutex.lua for a Mutex, a MultiLock and an
+-- election; leases.lua and rw.lua or sem.lua for RWMutex and Semaphore; see scripts.go). Every
 -- function here is made anew on each run (about 0.03 us each), so only what several scripts
 -- need belongs here, and composition drops those a script does not call.
 
 -- The special fields of a lock's hash, the only place the scripts spell them; what each holds
 -- is in fields.go. Hold fields never start with a control character, so they cannot clash.
 local FIELD_KIND, FIELD_GRANT, FIELD_WRITER, FIELD_PERMITS, FIELD_USED = '\1k', '\1g', '\1w', '\1p', '\1u'
+local FIELD_VALUE, FIELD_TERM = '\1v', '\1t' -- an election's leader record
 
 -- PUBLISH publishes wake-ups on a lock's channel. On a Redis Cluster the scripts run with
 -- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).
@@ -75,18 +77,6 @@ local function keepFor(K, ms, fresh)
   end
 end
 
--- replayed returns the recorded outcome (a count) of request req of owner on hash key, whose
--- hold count field is field, or nil when req has not run, and the fields read: the count, the
--- record and the kind. An owner made for the request (its id is the request id) is held by
--- nobody else and writes no record: any hold of it is req's.
-local function replayed(key, field, owner, req)
-  local held = redis.call('hmget', key, field, marker(req, owner), FIELD_KIND)
-  if owner == req and held[1] then
-    return tonumber(held[1]), held
-  end
-  return recorded(held[2], req), held
-end
-
 -- record stores the outcome (count) of request req of owner, unless the owner was made for it.
 local function record(key, owner, req, count)
   if owner ~= req then
@@ -109,26 +99,4 @@ local function fence(key, new)
     return redis.call('incr', key)
   end
   return tonumber(redis.call('get', key) or '0')
-end
-
--- releaseHold gives back one hold of owner on Mutex hash H under release request req, unless
--- it is the owner's last: it returns the reply ({count left, 0}; {-1, 0} when the owner holds
--- nothing; a repeated request its recorded count), or nil when the last hold must go, which
--- the caller does (and nothing is written then).
-local function releaseHold(H, owner, req)
-  local held = redis.call('hmget', H, owner, marker(req, owner), FIELD_KIND)
-  mustBeKind(H, '', held[3])
-  local n = recorded(held[2], req)
-  if n then
-    return {n, 0}
-  end
-  if not held[1] then
-    return {-1, 0}
-  end
-  if tonumber(held[1]) > 1 then
-    local count = redis.call('hincrby', H, owner, -1)
-    redis.call('hset', H, marker(req, owner), req .. ':' .. count)
-    return {count, 0}
-  end
-  return nil
 end

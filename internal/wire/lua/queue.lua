@@ -1,6 +1,7 @@
--- queue.lua: helpers of the kinds whose waiters queue (fair Mutex, RWMutex, Semaphore), and of
--- direct handoff: a release grants the lock to the queue's head itself and tells it so in the
--- wake-up, so the head returns without another round trip.
+-- queue.lua: helpers of the kinds whose waiters queue (fair Mutex, election, RWMutex,
+-- Semaphore), and of direct handoff: a release grants the lock to the queue's head itself and
+-- tells it so in the wake-up, so the head returns without another round trip (a fair Mutex's
+-- and an election's: mutex.lua's handOver).
 
 -- purgeQueue removes the waiters of queue Q whose deadline in zset D passed by t, and returns
 -- the head that remains (or false).
@@ -70,7 +71,8 @@ end
 -- A queued waiter's entry is "<address>\0<request id>\0<claim ms>\0<extra>": where its wake-up
 -- goes, the request a grant is recorded for, the lease a grant gives it (0: wake it, grant
 -- nothing), and what its kind needs to know (a fair Mutex or RWMutex: '1' for a fencing token; a
--- Semaphore: its permits). An entry without NULs is an address alone (wake it only).
+-- Semaphore: its permits; an election's candidate: its value; a MultiLock's set: nothing, as it
+-- is never granted). An entry without NULs is an address alone (wake it only).
 local function queueEntry(addr, req, claim, extra)
   return addr .. '\0' .. req .. '\0' .. claim .. '\0' .. extra
 end
@@ -93,32 +95,4 @@ end
 -- messages on a lock's channel, and how the client reads them: see ../message.go.
 local function grantMessage(addr, req, tok, claim)
   return '@' .. addr .. '\0' .. req .. '\0' .. tok .. '\0' .. claim
-end
-
--- handOver frees a fair Mutex (hash H) for the queue Q (deadlines D) at server time t: it
--- drops the dead heads (see liveHead) and gives the lock to the live head, with a fencing
--- token from counter F if its entry asks for one, and a lease of its claim; a head that asked
--- for no claim is only woken (channel C). A bad fencing counter raises an error before H is touched. Returns the
--- clients the message reached.
-local function handOver(H, Q, D, C, F, t)
-  local head = liveHead(Q, D, t)
-  if not head then
-    redis.call('del', H)
-    return 0
-  end
-  local owner, req, claim, fenced = splitEntry(head)
-  if not req or claim == 0 then
-    redis.call('del', H)
-    return redis.call(PUBLISH, C, '@' .. owner)
-  end
-  if fenced == '1' and badCounter(redis.call('get', F)) then
-    return redis.error_reply('ERR fencing counter is not an integer or out of range')
-  end
-  redis.call('del', H)
-  local tok = fence(fenced == '1' and F, true)
-  redis.call('hset', H, owner, 1, FIELD_GRANT, req)
-  redis.call('pexpire', H, claim)
-  redis.call('lpop', Q)
-  redis.call('zrem', D, head)
-  return redis.call(PUBLISH, C, grantMessage(owner, req, tok, claim))
 end

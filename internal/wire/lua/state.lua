@@ -4,13 +4,16 @@
 -- KEYS[1] hash, KEYS[2] leases, KEYS[3] waiting writers, KEYS[4] queue, KEYS[5] deadlines,
 -- KEYS[6] fencing counter (see the acquire script of each kind)
 -- ARGV[1] the kind the caller made ('mutex', 'fair_mutex', 'rw_mutex', 'fair_rw_mutex',
---         'semaphore'), or '' to tell it from the keys (a fair kind shows only while its
---         queue exists; '' in the reply when no key is there)
+--         'semaphore', 'election'), or '' to tell it from the keys (a fair kind shows only
+--         while its queue exists, an election only while somebody leads; '' in the reply when
+--         no key is there)
 -- Returns {kind, fencing counter (a string; '0' without one), the semaphore's stored permit
 -- count (0 if none), holders, waiters}: holders is a flat list of {owner, count, mode, lease
 -- left in ms (-1: a mutex hash without expiry)}, waiters a flat list of {owner, mode, permits,
 -- ms until its place lapses} in serving order; mode is 'write', 'read' or ''. A grant in flight
--- is a hold already (the granting script wrote it and dequeued the waiter). Raises WRONGTYPE
+-- is a hold already (the granting script wrote it and dequeued the waiter). An election's
+-- holder is its leader (the candidate id), its waiters its candidates, and its fencing counter
+-- the last term (the leader's value: el_leader.lua). Raises WRONGTYPE
 -- when a key has another type or the hash holds another kind than ARGV[1].
 local H, L, W, Q, D, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local kind = ARGV[1]
@@ -23,6 +26,8 @@ local function told()
     return queued and 'fair_rw_mutex' or 'rw_mutex'
   elseif got[1] == 'sem' then
     return 'semaphore'
+  elseif got[1] == 'el' then
+    return 'election'
   elseif got[1] then
     return got[1] -- no kind of this library: refused below
   end
@@ -52,7 +57,8 @@ if kind == '' then
     return {'', redis.call('get', F) or '0', 0, {}, {}}
   end
 end
-local family = ({mutex = '', fair_mutex = '', rw_mutex = 'rw', fair_rw_mutex = 'rw', semaphore = 'sem'})[kind]
+local family = ({mutex = '', fair_mutex = '', rw_mutex = 'rw', fair_rw_mutex = 'rw', semaphore = 'sem',
+  election = 'el'})[kind]
 if not family then
   error({err = 'WRONGTYPE the key holds a lock of another kind'})
 end
@@ -63,7 +69,7 @@ local holders, waiters = {}, {}
 local held = {} -- hash field -> true, for each hold listed
 local modes = {r = 'read', w = 'write'}
 
-if family == '' then
+if family == '' or family == 'el' then
   local pttl = redis.call('pttl', H)
   if pttl > 0 or pttl == -1 then
     local all = redis.call('hgetall', H)
