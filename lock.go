@@ -272,12 +272,18 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
+	noticed := lk.c.noticed.Load()
 	a, err := w.acquire()
 	if err != nil {
 		return nil, w.blocked, err
 	}
 	defer lk.exitLane(w.lane)
 	held, err := lk.c.register(ctx, cmd, lk, w.lane, owner, acc, a)
+	if err == nil && lk.c.noticed.Load() != noticed {
+		// A watcher noticed a restart or failover while this call ran: the check it started
+		// may have looked before this hold was registered (see notice).
+		lk.c.checkNow()
+	}
 	return held, w.blocked, err
 }
 

@@ -19,6 +19,17 @@ import (
 // recheckInterval until a check gets through, which is as soon as the new process (or the new
 // primary) answers. A hold it no longer has ends with ErrLockLost; one an in-sync replica kept
 // goes on.
+//
+// A watcher connects only after the first hold, so a server can restart between a grant and
+// its watcher's first connection; a node can fail over before its watcher reached it, to a
+// replica watched all along; and a check can run between the grant of an acquisition under way
+// and its registration. So every change a watcher sees is a notice (see notice): each of its
+// connections that answers, the first one included, each that closes, the first try of a new
+// watcher that fails, and a watcher dropped because its node left the deployment; and an
+// acquisition that saw a notice while it ran has the holds checked again once its own is
+// registered (see lock.acquire). A notice costs one check of the holds (a script call per
+// group of them); the watchers linger (watchLinger), so a client that locks in turn pays it
+// once, not per acquisition.
 
 // recheckInterval is how often a check after a lost connection is tried until it gets through.
 const recheckInterval = 100 * time.Millisecond
@@ -33,6 +44,14 @@ func (c *Client) kickWatch() {
 	case c.watchKick <- struct{}{}:
 	default:
 	}
+}
+
+// notice counts a change of the nodes a watcher saw (see Client.noticed) and has every hold
+// checked (checkNow). The count goes first: an acquisition that reads it after registering its
+// hold and finds it unchanged registered before this, so the check sees the hold.
+func (c *Client) notice() {
+	c.noticed.Add(1)
+	c.checkNow()
 }
 
 // checkNow makes the watchdog check every hold at once, and again every recheckInterval until a
@@ -82,7 +101,10 @@ func (c *Client) watchServers() {
 			nodes := c.rc.Nodes()
 			for addr := range watchers {
 				if _, ok := nodes[addr]; !ok {
+					// A node that left the deployment (a failed master whose slots another
+					// serves) closes no connection of a watcher that never reached it.
 					stop(addr)
+					c.notice()
 				}
 			}
 			for addr, node := range nodes {
@@ -128,35 +150,46 @@ func (c *Client) watchServers() {
 	}
 }
 
-// watchNode keeps a dedicated connection to node until ctx ends. Each time an established
-// connection closes it has the holds checked (checkNow) and makes the manager look at the nodes
-// again; it connects again (10ms doubling to 1s between tries) and, once the node answers, has
-// the holds checked once more, in case the node restarted between its connections.
+// watchNode keeps a dedicated connection to node until ctx ends, and gives a notice (see
+// notice) each time a connection answers PING (the first one too), each time an established one
+// closes (it then also makes the manager look at the nodes again), and when its first try
+// fails. It connects again after a failure, 10ms doubling to 1s between tries.
 func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 	b := newBackoff()
-	lost := false // a connection of this watcher closed
+	first := true
 	for ctx.Err() == nil {
 		d, release := node.Dedicate()
 		var once sync.Once
 		closed := d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(rueidis.PubSubMessage) {}})
-		if err := d.Do(ctx, d.B().Ping().Build()).Error(); err != nil {
+		err := d.Do(ctx, d.B().Ping().Build()).Error()
+		if ctx.Err() != nil {
 			once.Do(release)
+			return
+		}
+		if err != nil {
+			once.Do(release)
+			if first {
+				// A node killed before this watcher reached it: the check is tried again until
+				// it gets through, on the node when it is back, or on the replica that took over.
+				c.notice()
+			}
+			first = false
 			select {
 			case <-ctx.Done():
 			case <-time.After(min(b.next(), time.Second)):
 			}
 			continue
 		}
-		if lost {
-			c.checkNow()
-		}
+		// The node answers: a process that restarted since a hold's grant (before this
+		// connection) no longer has it.
+		first = false
+		c.notice()
 		b = newBackoff()
 		select {
 		case <-ctx.Done():
 		case <-closed:
 			if ctx.Err() == nil {
-				lost = true
-				c.checkNow()
+				c.notice()
 				c.kickWatch()
 			}
 		}

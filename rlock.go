@@ -50,6 +50,9 @@ type Client struct {
 
 	shards [shardCount]shard // the state of lock names (see shards.go)
 	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
+	// noticed counts the watchers' notices (see notice.go): an acquisition that saw it change
+	// while it ran has the holds checked again once its hold is registered.
+	noticed atomic.Uint64
 	// watching is set while the node watchers' manager keeps its watchers for as long as
 	// nholds > 0: a first hold then needs no kick (see watchServers).
 	watching atomic.Bool
