@@ -27,9 +27,11 @@ import (
 // connections that answers, the first one included, each that closes, the first try of a new
 // watcher that fails, and a watcher dropped because its node left the deployment; and an
 // acquisition that saw a notice while it ran has the holds checked again once its own is
-// registered (see lock.acquire). A notice costs one check of the holds (a script call per
-// group of them); the watchers linger (watchLinger), so a client that locks in turn pays it
-// once, not per acquisition.
+// registered (see lock.acquire). But a closed connection, these checks are read-only (the
+// watchers' manager runs check.lua for every hold, watchdog holds too; see verifyHolds), again
+// every recheckInterval until one gets through. A notice costs one check script per group of
+// holds; the watchers linger (watchLinger), so a client that locks in turn pays it once, not
+// per acquisition.
 
 // recheckInterval is how often a check after a lost connection is tried until it gets through.
 const recheckInterval = 100 * time.Millisecond
@@ -47,11 +49,26 @@ func (c *Client) kickWatch() {
 }
 
 // notice counts a change of the nodes a watcher saw (see Client.noticed) and has every hold
-// checked (checkNow). The count goes first: an acquisition that reads it after registering its
-// hold and finds it unchanged registered before this, so the check sees the hold.
-func (c *Client) notice() {
+// checked: after a closed connection by the watchdog, which renews the watchdog holds
+// (checkNow), else read-only (verifyNow). The count goes first: an acquisition that reads it
+// after registering its hold and finds it unchanged registered before this, so the check sees
+// the hold.
+func (c *Client) notice(closed bool) {
 	c.noticed.Add(1)
-	c.checkNow()
+	if closed {
+		c.checkNow()
+	} else {
+		c.verifyNow()
+	}
+}
+
+// verifyNow makes the watchers' manager check every hold at once, read-only (verifyHolds), and
+// again every recheckInterval until a check gets through.
+func (c *Client) verifyNow() {
+	select {
+	case c.verify <- struct{}{}:
+	default:
+	}
 }
 
 // checkNow makes the watchdog check every hold at once, and again every recheckInterval until a
@@ -82,6 +99,10 @@ func (c *Client) watchServers() {
 	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	retry := time.NewTimer(time.Hour) // the next try of a check that did not get through
+	retry.Stop()
+	defer retry.Stop()
+	checks := 0 // checks in a row that did not get through
 	var idleSince time.Time
 	for {
 		select {
@@ -90,6 +111,17 @@ func (c *Client) watchServers() {
 				stop(addr)
 			}
 			return
+		case <-c.verify:
+			retry.Stop()
+			if checks = c.verifyHolds(checks); checks > 0 {
+				retry.Reset(recheckInterval)
+			}
+			continue
+		case <-retry.C:
+			if checks = c.verifyHolds(checks); checks > 0 {
+				retry.Reset(recheckInterval)
+			}
+			continue
 		case <-c.watchKick:
 		case <-t.C:
 		}
@@ -104,7 +136,7 @@ func (c *Client) watchServers() {
 					// A node that left the deployment (a failed master whose slots another
 					// serves) closes no connection of a watcher that never reached it.
 					stop(addr)
-					c.notice()
+					c.notice(false)
 				}
 			}
 			for addr, node := range nodes {
@@ -157,6 +189,7 @@ func (c *Client) watchServers() {
 func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 	b := newBackoff()
 	first := true
+	lost := false // a connection of this watcher closed, and none answered since
 	for ctx.Err() == nil {
 		d, release := node.Dedicate()
 		var once sync.Once
@@ -171,7 +204,7 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 			if first {
 				// A node killed before this watcher reached it: the check is tried again until
 				// it gets through, on the node when it is back, or on the replica that took over.
-				c.notice()
+				c.notice(false)
 			}
 			first = false
 			select {
@@ -181,15 +214,16 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 			continue
 		}
 		// The node answers: a process that restarted since a hold's grant (before this
-		// connection) no longer has it.
-		first = false
-		c.notice()
+		// connection) no longer has it. After a closed connection, the holds are renewed.
+		c.notice(lost)
+		first, lost = false, false
 		b = newBackoff()
 		select {
 		case <-ctx.Done():
 		case <-closed:
 			if ctx.Err() == nil {
-				c.notice()
+				lost = true
+				c.notice(true)
 				c.kickWatch()
 			}
 		}
@@ -197,9 +231,30 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 	}
 }
 
+// verifyHolds checks every hold read-only (checkHolds), giving up after 250ms for the first 20
+// tries in a row (checks: the tries before that did not get through), then 500ms doubling to
+// 2s for a server too slow to answer within that. It returns the tries in a row that did not
+// get through, this one included: 0 when it got through.
+func (c *Client) verifyHolds(checks int) int {
+	giveUp := 250 * time.Millisecond
+	if checks >= 20 {
+		giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
+	}
+	ctx, cancel := giveUpAfter(c.ctx, giveUp)
+	defer cancel()
+	if c.checkHolds(ctx, true) {
+		return 0
+	}
+	return checks + 1
+}
+
 // checkFixed checks every fixed-lease hold (the watchdog's renewal checks the others) and ends
 // those whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkFixed(ctx context.Context) bool {
+func (c *Client) checkFixed(ctx context.Context) bool { return c.checkHolds(ctx, false) }
+
+// checkHolds checks every fixed-lease hold, and every watchdog hold too if all, and ends those
+// whose owner Redis no longer has; it reports whether every check got through.
+func (c *Client) checkHolds(ctx context.Context, all bool) bool {
 	type group struct {
 		kind string
 		slot uint16
@@ -207,7 +262,7 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 	groups := make(map[group][]*hold)
 	c.each(func(sh *shard) {
 		for _, h := range sh.holds {
-			if h.lost || !h.fixed() {
+			if h.lost || !all && !h.fixed() {
 				continue
 			}
 			k := wire.CheckMutex

@@ -392,7 +392,11 @@ func TestRestart_noticeCost(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, m.Unlock(h))
 	}
-	round() // the scripts are loaded
+	// The scripts are loaded: the lock's, and the check's (run while the first hold lasts).
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, m.Unlock(h))
 	const rounds = 100
 	for burst := range 2 {
 		time.Sleep(2 * time.Second) // the watchers stop

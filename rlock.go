@@ -46,6 +46,7 @@ type Client struct {
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
 	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
 	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
+	verify    chan struct{} // wakes the node watchers' manager: check every hold, read-only
 	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
 	shards [shardCount]shard // the state of lock names (see shards.go)
@@ -92,6 +93,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		reap:      make(chan struct{}, 1),
 		soon:      make(chan struct{}, 1),
 		recheck:   make(chan struct{}, 1),
+		verify:    make(chan struct{}, 1),
 		watchKick: make(chan struct{}, 1),
 	}
 	for i := range c.shards {
