@@ -91,6 +91,33 @@ func NewProxy(t testing.TB, targets ...string) *Proxy {
 // Addr is the listening address of the proxy's first target.
 func (p *Proxy) Addr() string { return p.lns[0].Addr().String() }
 
+// Routes returns "target=listener" for each target, comma-separated: what another process
+// needs to dial through the proxy (see DialRoutes).
+func (p *Proxy) Routes() string {
+	var parts []string
+	for target, l := range p.route {
+		parts = append(parts, target+"="+l)
+	}
+	return strings.Join(parts, ",")
+}
+
+// DialRoutes is a rueidis DialCtxFn that dials through a proxy of another process, whose
+// Routes are routes: a target's listener instead of the target, any other address directly.
+func DialRoutes(routes string) func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	m := make(map[string]string)
+	for _, kv := range strings.Split(routes, ",") {
+		if target, l, ok := strings.Cut(kv, "="); ok {
+			m[target] = l
+		}
+	}
+	return func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if l, ok := m[addr]; ok {
+			addr = l
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
 // Dial is a rueidis DialCtxFn: it connects to a target's listener instead of the target, and
 // to any other address (a sentinel) directly.
 func (p *Proxy) Dial(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
