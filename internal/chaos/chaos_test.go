@@ -413,14 +413,16 @@ type chaosHold struct {
 	n                     int64 // permits (semaphore)
 	proc, g               int
 	token                 int64
-	begin                 int64 // B, child's UnixNano
-	enter, exit           int64 // E and X; exit 0 if never logged
-	unlocked              int64 // U; 0 if never logged
-	lost                  bool  // the library reported this hold lost (context cause or an ErrLockLost)
-	lostEarly             bool  // ... too soon for its lease to have run out
-	lossFrom              int64 // the earliest child UnixNano its lease could have run out at
-	fixed                 bool  // it has a fixed lease (or was re-entered with one)
-	ctxEnded              bool  // its hold context had ended (lost, or at its fixed lease's deadline) by its exit
+	begin                 int64         // B, child's UnixNano
+	enter, exit           int64         // E and X; exit 0 if never logged
+	unlocked              int64         // U; 0 if never logged
+	lost                  bool          // the library reported this hold lost (context cause or an ErrLockLost)
+	lostEarly             bool          // ... too soon for its lease to have run out
+	lossFrom              int64         // the earliest child UnixNano its lease could have run out at
+	fixed                 bool          // it has a fixed lease (or was re-entered with one)
+	lease                 time.Duration // its fixed lease (0: the watchdog's), as taken
+	exitState             string        // its hold context's state at exit (X)
+	ctxEnded              bool          // its hold context had ended (lost, or at its fixed lease's deadline) by its exit
 	unlockClass, why      string
 }
 
@@ -607,7 +609,7 @@ func (r *chaosRun) line(s string) {
 			o.live = true
 		}
 		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: mode, n: call.n,
-			proc: proc, g: g, token: token, begin: call.begin, enter: ts, fixed: call.lease > 0,
+			proc: proc, g: g, token: token, begin: call.begin, enter: ts, fixed: call.lease > 0, lease: call.lease,
 			lossFrom: chaosLossFrom(call.begin, ts, call.lease, chaosWatchdogOf(proc))}
 		call.hold, call.owner = h, owner
 		r.holds = append(r.holds, h)
@@ -652,7 +654,7 @@ func (r *chaosRun) line(s string) {
 			return
 		}
 		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: b[0],
-			proc: proc, g: g, token: token, begin: began, enter: ts, fixed: lease > 0,
+			proc: proc, g: g, token: token, begin: began, enter: ts, fixed: lease > 0, lease: time.Duration(lease),
 			lossFrom: chaosLossFrom(began, ts, time.Duration(lease), chaosWatchdogOf(proc))}
 		call.second = h
 		r.holds = append(r.holds, h)
@@ -662,7 +664,7 @@ func (r *chaosRun) line(s string) {
 			r.badLine("exit without a second hold: " + s)
 			return
 		}
-		h.exit, h.ctxEnded = ts, b == "lost" || b == "deadline"
+		h.exit, h.ctxEnded, h.exitState = ts, b == "lost" || b == "deadline", b
 		if b != "ok" {
 			r.countErr(call, "hold-ended", b, ts, s, h)
 			noteLost(b, "its hold context ended early: "+msg, h)
@@ -686,7 +688,7 @@ func (r *chaosRun) line(s string) {
 			r.badLine("exit without enter: " + s)
 			return
 		}
-		call.hold.exit, call.hold.ctxEnded = ts, b == "lost" || b == "deadline"
+		call.hold.exit, call.hold.ctxEnded, call.hold.exitState = ts, b == "lost" || b == "deadline", b
 		if b != "ok" {
 			r.countErr(call, "hold-ended", b, ts, s, call.hold)
 			noteLost(b, "its hold context ended early: "+msg, call.hold)
@@ -1119,8 +1121,13 @@ func (r *chaosRun) rel(ns int64) string {
 // describe formats a hold for a report.
 func (r *chaosRun) describe(h *chaosHold) string {
 	what := map[byte]string{'w': "write", 'r': "read", 's': fmt.Sprintf("%d permits", h.n)}[h.mode]
-	s := fmt.Sprintf("[proc %d g %d %s (%s) owner %s token %d: called %s, entered %s, exited %s, released %s (%s)",
-		h.proc, h.g, h.op, what, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), r.rel(h.unlocked), h.unlockClass)
+	lease := "watchdog"
+	if h.lease > 0 {
+		lease = h.lease.String()
+	}
+	s := fmt.Sprintf("[proc %d g %d %s (%s, lease %s) owner %s token %d: called %s, entered %s, exited %s (%s), released %s (%s)",
+		h.proc, h.g, h.op, what, lease, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), h.exitState,
+		r.rel(h.unlocked), h.unlockClass)
 	if h.lost {
 		s += ", reported lost: " + h.why
 	}
