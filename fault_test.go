@@ -187,14 +187,29 @@ func crashable(t *testing.T, name string) (e *env, kill, start func()) {
 	redistest.NeedsThrowaway(t)
 	e = newEnv(t)
 	n := e.Master(name)
+	// What the kill needs is read beforehand, so that kill sends the signal at once.
+	prepared := redistest.PrepareCrash(t, n)
 	var restart func()
+	crashed := false
 	t.Cleanup(func() {
 		if restart != nil {
 			restart()
+		}
+		if crashed {
 			e.Dep.WaitSteady(t, 20*time.Second)
 		}
 	})
-	return e, func() { restart = redistest.Crash(t, n) }, func() { restart() }
+	kill = func() {
+		if prepared == nil {
+			prepared = redistest.PrepareCrash(t, n)
+		}
+		restart, prepared, crashed = prepared(), nil, true
+	}
+	start = func() {
+		restart()
+		restart, prepared = nil, redistest.PrepareCrash(t, n)
+	}
+	return e, kill, start
 }
 
 // TestFault_restartedServer restarts Redis (without persistence) under a held lock: the

@@ -650,3 +650,92 @@ func stopped(pid int) bool {
 	}
 	return true
 }
+
+// TestHandoff_grantBeforeConfirmation (issue 23): a queued waiter W joins the queue while the
+// client's subscription to the lock's channel, made by another waiter W0 just before, is not
+// confirmed yet; the holder releases, granting W the lock, before the SUBSCRIBE reaches Redis
+// (the proxy holds it), so the grant message reaches nobody; the confirmation comes, then W's
+// first attempt's reply (the proxy held it too) and W registers for its wake-ups. The
+// confirmation must count for W as well: W takes its grant at once, not at its next poll a
+// third of FairWaitTimeout later. Every queued kind, pub/sub and spin (a spin waiter has no
+// subscription: it polls). The waiters' rueidis client sends commands on pooled connections
+// (DisableAutoPipelining), so that the SUBSCRIBE and each attempt have connections of their
+// own, as two multiplexed pipelines of rueidis' default may.
+func TestHandoff_grantBeforeConfirmation(t *testing.T) {
+	const fairWait = 3 * time.Second // a poll every second
+	for _, st := range strategies {
+		wait, spin := st.wait, st.name == "spin"
+		for _, k := range handoffKinds {
+			t.Run(st.name+"/"+k.name, func(t *testing.T) {
+				e := newEnv(t)
+				p := e.newProxy()
+				o := e.Dep.ClientOption()
+				o.DialCtxFn, o.DisableAutoPipelining = p.Dial, true
+				rc, err := rueidis.NewClient(o)
+				require.NoError(t, err)
+				t.Cleanup(rc.Close)
+				waiters, err := rlock.New(rc, rlock.Options{KeyPrefix: e.Prefix, Wait: wait, FairWaitTimeout: fairWait})
+				require.NoError(t, err)
+				t.Cleanup(func() { require.NoError(t, waiters.Close()) })
+				holder := e.client(rlock.Options{})
+				take, release := k.acquire(holder, "c")
+				wtake, wrelease := k.acquire(waiters, "c")
+				channel := e.LockKey("c") + ":ch"
+
+				h, err := take(bg)
+				require.NoError(t, err)
+				type got struct {
+					h   context.Context
+					at  time.Time
+					err error
+				}
+				lock := func() chan got {
+					ch := make(chan got, 1)
+					go func() {
+						h, err := wtake(bg)
+						ch <- got{h, time.Now(), err}
+					}()
+					return ch
+				}
+				// W's first attempt runs (W heads the queue), its reply held.
+				flowW := p.HoldReply(matchScript(k.script, e.LockKey("c")))
+				defer flowW()
+				w := lock()
+				e.awaitQueue("c", 1)
+				// W0 queues behind it and subscribes; the SUBSCRIBE is held.
+				flowSub := p.HoldRequest(func(cmd []string) bool {
+					return len(cmd) > 1 && (strings.EqualFold(cmd[0], "SUBSCRIBE") || strings.EqualFold(cmd[0], "SSUBSCRIBE")) &&
+						cmd[1] == channel
+				})
+				defer flowSub()
+				w0 := lock()
+				e.awaitQueue("c", 2)
+				if !spin {
+					require.Eventually(t, func() bool { return p.Fired() == 2 }, 5*time.Second, time.Millisecond,
+						"W0 sent no SUBSCRIBE")
+				}
+				// The release grants W the lock: the message reaches no subscriber of the client.
+				require.NoError(t, release(h))
+				e.awaitQueue("c", 1)
+				// The subscription is confirmed (and the client has seen it), then W hears of its
+				// first attempt.
+				flowSub()
+				if !spin {
+					require.Eventually(t, func() bool { return e.Numsub(channel) == 1 }, 5*time.Second, time.Millisecond)
+					time.Sleep(50 * time.Millisecond)
+				}
+				flowed := time.Now()
+				flowW()
+				g := <-w
+				require.NoError(t, g.err)
+				took := g.at.Sub(flowed)
+				t.Logf("W had the lock %v after its first attempt's reply was let through", took.Round(10*time.Microsecond))
+				assert.Less(t, took, fairWait/6, "W waited for its poll, not its grant")
+				require.NoError(t, wrelease(g.h))
+				g = <-w0
+				require.NoError(t, g.err)
+				require.NoError(t, wrelease(g.h))
+			})
+		}
+	}
+}

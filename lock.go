@@ -272,12 +272,18 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
+	noticed := lk.c.noticed.Load()
 	a, err := w.acquire()
 	if err != nil {
 		return nil, w.blocked, err
 	}
 	defer lk.exitLane(w.lane)
 	held, err := lk.c.register(ctx, cmd, lk, w.lane, owner, acc, a)
+	if err == nil && lk.c.noticed.Load() != noticed {
+		// A watcher noticed a restart or failover while this call ran: the check it started
+		// may have looked before this hold was registered (see notice).
+		lk.c.verifyNow()
+	}
 	return held, w.blocked, err
 }
 
@@ -345,7 +351,7 @@ func (c *Client) eval(ctx context.Context, r *request, s wire.Script, keys, args
 }
 
 // redisErr wraps an error from Redis with the operation and lock name. A key of the wrong type
-// or a fencing counter that is not a number becomes an error wrapping ErrInvalid.
+// or a bad fencing counter (see wire.MaxExact) becomes an error wrapping ErrInvalid.
 func (lk *lock) redisErr(op string, err error) error {
 	if re, ok := rueidis.IsRedisErr(err); ok {
 		msg := re.Error()
@@ -353,8 +359,11 @@ func (lk *lock) redisErr(op string, err error) error {
 		case strings.Contains(msg, "WRONGTYPE"):
 			return lk.errorf("%w", invalidf("a key of this lock (%s*) holds a value that is not a lock of this library, "+
 				"or a lock of another kind than %s", lk.keys.Lock, lk.noun))
+		case strings.Contains(msg, "reached 2^53"):
+			return lk.errorf("%w", invalidf("fencing counter %q reached 2^53: a new token could not be kept exact",
+				lk.keys.Fence))
 		case strings.Contains(msg, "not an integer") || strings.Contains(msg, "overflow"):
-			return lk.errorf("%w", invalidf("fencing counter %q is not a number below 2^63-1", lk.keys.Fence))
+			return lk.errorf("%w", invalidf("fencing counter %q is not an integer from -2^53 to 2^53", lk.keys.Fence))
 		}
 	}
 	return lk.errorf("%s: %w", op, err)

@@ -19,6 +19,19 @@ import (
 // recheckInterval until a check gets through, which is as soon as the new process (or the new
 // primary) answers. A hold it no longer has ends with ErrLockLost; one an in-sync replica kept
 // goes on.
+//
+// A watcher connects only after the first hold, so a server can restart between a grant and
+// its watcher's first connection; a node can fail over before its watcher reached it, to a
+// replica watched all along; and a check can run between the grant of an acquisition under way
+// and its registration. So every change a watcher sees is a notice (see notice): each of its
+// connections that answers, the first one included, each that closes, the first try of a new
+// watcher that fails, and a watcher dropped because its node left the deployment; and an
+// acquisition that saw a notice while it ran has the holds checked again once its own is
+// registered (see lock.acquire). But a closed connection, these checks are read-only (the
+// watchers' manager runs check.lua for every hold, watchdog holds too; see verifyHolds), again
+// every recheckInterval until one gets through. A notice costs one check script per group of
+// holds; the watchers linger (watchLinger), so a client that locks in turn pays it once, not
+// per acquisition.
 
 // recheckInterval is how often a check after a lost connection is tried until it gets through.
 const recheckInterval = 100 * time.Millisecond
@@ -31,6 +44,29 @@ func (c *Client) watchLinger() time.Duration { return max(c.lease, time.Second) 
 func (c *Client) kickWatch() {
 	select {
 	case c.watchKick <- struct{}{}:
+	default:
+	}
+}
+
+// notice counts a change of the nodes a watcher saw (see Client.noticed) and has every hold
+// checked: after a closed connection by the watchdog, which renews the watchdog holds
+// (checkNow), else read-only (verifyNow). The count goes first: an acquisition that reads it
+// after registering its hold and finds it unchanged registered before this, so the check sees
+// the hold.
+func (c *Client) notice(closed bool) {
+	c.noticed.Add(1)
+	if closed {
+		c.checkNow()
+	} else {
+		c.verifyNow()
+	}
+}
+
+// verifyNow makes the watchers' manager check every hold at once, read-only (verifyHolds), and
+// again every recheckInterval until a check gets through.
+func (c *Client) verifyNow() {
+	select {
+	case c.verify <- struct{}{}:
 	default:
 	}
 }
@@ -63,6 +99,10 @@ func (c *Client) watchServers() {
 	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	retry := time.NewTimer(time.Hour) // the next try of a check that did not get through
+	retry.Stop()
+	defer retry.Stop()
+	checks := 0 // checks in a row that did not get through
 	var idleSince time.Time
 	for {
 		select {
@@ -71,6 +111,17 @@ func (c *Client) watchServers() {
 				stop(addr)
 			}
 			return
+		case <-c.verify:
+			retry.Stop()
+			if checks = c.verifyHolds(checks); checks > 0 {
+				retry.Reset(recheckInterval)
+			}
+			continue
+		case <-retry.C:
+			if checks = c.verifyHolds(checks); checks > 0 {
+				retry.Reset(recheckInterval)
+			}
+			continue
 		case <-c.watchKick:
 		case <-t.C:
 		}
@@ -82,7 +133,10 @@ func (c *Client) watchServers() {
 			nodes := c.rc.Nodes()
 			for addr := range watchers {
 				if _, ok := nodes[addr]; !ok {
+					// A node that left the deployment (a failed master whose slots another
+					// serves) closes no connection of a watcher that never reached it.
 					stop(addr)
+					c.notice(false)
 				}
 			}
 			for addr, node := range nodes {
@@ -128,35 +182,48 @@ func (c *Client) watchServers() {
 	}
 }
 
-// watchNode keeps a dedicated connection to node until ctx ends. Each time an established
-// connection closes it has the holds checked (checkNow) and makes the manager look at the nodes
-// again; it connects again (10ms doubling to 1s between tries) and, once the node answers, has
-// the holds checked once more, in case the node restarted between its connections.
+// watchNode keeps a dedicated connection to node until ctx ends, and gives a notice (see
+// notice) each time a connection answers PING (the first one too), each time an established one
+// closes (it then also makes the manager look at the nodes again), and when its first try
+// fails. It connects again after a failure, 10ms doubling to 1s between tries.
 func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 	b := newBackoff()
-	lost := false // a connection of this watcher closed
+	first := true
+	lost := false // a connection of this watcher closed, and none answered since
 	for ctx.Err() == nil {
 		d, release := node.Dedicate()
 		var once sync.Once
 		closed := d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(rueidis.PubSubMessage) {}})
-		if err := d.Do(ctx, d.B().Ping().Build()).Error(); err != nil {
+		err := d.Do(ctx, d.B().Ping().Build()).Error()
+		if ctx.Err() != nil {
 			once.Do(release)
+			return
+		}
+		if err != nil {
+			once.Do(release)
+			if first {
+				// A node killed before this watcher reached it: the check is tried again until
+				// it gets through, on the node when it is back, or on the replica that took over.
+				c.notice(false)
+			}
+			first = false
 			select {
 			case <-ctx.Done():
 			case <-time.After(min(b.next(), time.Second)):
 			}
 			continue
 		}
-		if lost {
-			c.checkNow()
-		}
+		// The node answers: a process that restarted since a hold's grant (before this
+		// connection) no longer has it. After a closed connection, the holds are renewed.
+		c.notice(lost)
+		first, lost = false, false
 		b = newBackoff()
 		select {
 		case <-ctx.Done():
 		case <-closed:
 			if ctx.Err() == nil {
 				lost = true
-				c.checkNow()
+				c.notice(true)
 				c.kickWatch()
 			}
 		}
@@ -164,9 +231,30 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 	}
 }
 
+// verifyHolds checks every hold read-only (checkHolds), giving up after 250ms for the first 20
+// tries in a row (checks: the tries before that did not get through), then 500ms doubling to
+// 2s for a server too slow to answer within that. It returns the tries in a row that did not
+// get through, this one included: 0 when it got through.
+func (c *Client) verifyHolds(checks int) int {
+	giveUp := 250 * time.Millisecond
+	if checks >= 20 {
+		giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
+	}
+	ctx, cancel := giveUpAfter(c.ctx, giveUp)
+	defer cancel()
+	if c.checkHolds(ctx, true) {
+		return 0
+	}
+	return checks + 1
+}
+
 // checkFixed checks every fixed-lease hold (the watchdog's renewal checks the others) and ends
 // those whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkFixed(ctx context.Context) bool {
+func (c *Client) checkFixed(ctx context.Context) bool { return c.checkHolds(ctx, false) }
+
+// checkHolds checks every fixed-lease hold, and every watchdog hold too if all, and ends those
+// whose owner Redis no longer has; it reports whether every check got through.
+func (c *Client) checkHolds(ctx context.Context, all bool) bool {
 	type group struct {
 		kind string
 		slot uint16
@@ -174,7 +262,7 @@ func (c *Client) checkFixed(ctx context.Context) bool {
 	groups := make(map[group][]*hold)
 	c.each(func(sh *shard) {
 		for _, h := range sh.holds {
-			if h.lost || !h.fixed() {
+			if h.lost || !all && !h.fixed() {
 				continue
 			}
 			k := wire.CheckMutex

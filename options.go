@@ -194,7 +194,10 @@ func WithWait(w WaitStrategy) MutexOption {
 // WithFencing makes every new hold (not a re-entry) take a strictly larger fencing token from
 // a per-lock counter, read with [Mutex.Token] or [RWMutex.Token] (a read hold gets the last
 // writer's token). All locks of one name should agree on it. A [Semaphore] refuses it: its
-// calls return an error wrapping [ErrInvalid].
+// calls return an error wrapping [ErrInvalid]. Tokens are exact up to 2^53 (the Redis scripts'
+// numbers are doubles): a counter that is not an integer from -2^53 to 2^53 is refused, and
+// once it reaches 2^53 a call that would take a new token fails; either error wraps
+// [ErrInvalid] and changes nothing (releases still work).
 func WithFencing() MutexOption {
 	return func(c *mutexConfig) { c.fencing = true }
 }

@@ -142,6 +142,50 @@ func TestFaultProxy(t *testing.T) {
 		require.NoError(t, set(rc, k, "v2"))
 	})
 
+	t.Run("HoldRequest", func(t *testing.T) {
+		e, p, rc, key := setup(t)
+		k := key("held-request")
+		release := p.HoldRequest(matchCommand("SET", k))
+		done := make(chan error, 1)
+		go func() { done <- set(rc, k, "v") }()
+		require.Eventually(t, func() bool { return p.Fired() == 1 }, time.Second, time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
+		n, err := e.Do("EXISTS", k).AsInt64()
+		require.NoError(t, err)
+		assert.Zero(t, n, "the held request has not reached the server")
+		other := e.through(p).Rueidis()
+		require.NoError(t, set(other, key("other"), "v"), "another connection flows")
+		release()
+		require.NoError(t, <-done)
+		v, err := get(e, k)
+		require.NoError(t, err)
+		assert.Equal(t, "v", v)
+		release() // again: nothing
+	})
+
+	t.Run("HoldReply", func(t *testing.T) {
+		e, p, rc, key := setup(t)
+		k := key("held-reply")
+		release := p.HoldReply(matchCommand("SET", k))
+		done := make(chan error, 1)
+		go func() { done <- set(rc, k, "v") }()
+		require.Eventually(t, func() bool {
+			v, err := get(e, k)
+			return err == nil && v == "v"
+		}, time.Second, time.Millisecond, "the server ran the request")
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("the reply was not held: %v", err)
+		default:
+		}
+		other := e.through(p).Rueidis()
+		require.NoError(t, set(other, key("other"), "v"), "another connection flows")
+		release()
+		require.NoError(t, <-done)
+		assert.EqualValues(t, 1, p.Fired())
+	})
+
 	t.Run("DropReplyThenOutage", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k := key("lost-reply-outage")

@@ -31,9 +31,9 @@ type subscription struct {
 	all chan struct{}
 	// addressed maps an address to its waiters (queued waiters; calls of one owner share it).
 	addressed map[string][]*addressee
-	// unclaimed remembers addressed messages (their grants, "" for none) for queued waiters of
-	// this client that are between their first attempt and their registration (see
-	// Client.arrive).
+	// unclaimed remembers addressed messages (their grants, "" for none), and confirmations,
+	// for queued waiters of this client that are between their first attempt and their
+	// registration (see shard.arrive).
 	unclaimed map[string]string
 
 	ctx    context.Context // cancelled when the last waiter leaves or the client closes
@@ -131,6 +131,19 @@ func (sh *shard) arrive(channel, owner string, delta int) {
 	}
 }
 
+// arrivingOn returns the addresses of the fair waiters arriving on channel (see arrive).
+func (sh *shard) arrivingOn(channel string) []string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var addrs []string
+	for k := range sh.arrivals {
+		if k.key == channel {
+			addrs = append(addrs, k.owner)
+		}
+	}
+	return addrs
+}
+
 // arriving reports whether a fair waiter for owner on channel is arriving (see arrive).
 func (sh *shard) arriving(channel, owner string) bool {
 	sh.mu.Lock()
@@ -139,14 +152,26 @@ func (sh *shard) arriving(channel, owner string) bool {
 }
 
 // confirmed runs when Redis confirms the subscription: an unlock published before that was
-// missed, so one waiter (each addressed one, for fair waiters) must try again.
+// missed, so one waiter (each addressed one, for fair waiters) must try again. So must a queued
+// waiter that is arriving but not registered yet (its first attempt's reply is on its way): a
+// grant made for it before the subscription was missed too, so it is left a wake-up that its
+// registration takes (see address).
 func (s *subscription) confirmed() {
 	permit(s.wake)
 	s.wakeReaders()
+	arriving := s.sh.arrivingOn(s.channel)
 	s.mu.Lock()
 	for _, as := range s.addressed {
 		for _, a := range as {
 			permit(a.wake)
+		}
+	}
+	for _, addr := range arriving {
+		if _, ok := s.unclaimed[addr]; !ok && len(s.addressed[addr]) == 0 {
+			if s.unclaimed == nil {
+				s.unclaimed = make(map[string]string)
+			}
+			s.unclaimed[addr] = ""
 		}
 	}
 	s.mu.Unlock()

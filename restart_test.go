@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -242,4 +243,169 @@ func TestRestart_grace(t *testing.T) {
 func TestRestart_graceInvalid(t *testing.T) {
 	_, err := rlock.New(newEnv(t).Rueidis(), rlock.Options{RestartGrace: -time.Second})
 	require.ErrorIs(t, err, rlock.ErrInvalid)
+}
+
+// TestRestart_rightAfterHold: the server is killed (kill -9) and started again without its
+// data within milliseconds of a hold, taken by a client that had no hold before (so none of its
+// watchers had connected yet): the hold context must still end with ErrLockLost within 1s of
+// the server answering again (issue 23, defect 5: it ended at the next renewal, ~10s later, or
+// at the end of a fixed lease). Every kind and mode, with the watchdog and with a fixed lease,
+// and a contender on another client that waits through the restart for the plain and the fair
+// Mutex (pub/sub and spin), with how long both held the lock. On standalone, one restart per
+// hold; on a cluster or Sentinel (the lock's master, started again before a failover) one per
+// wait strategy, with every hold on a fresh client of its own.
+func TestRestart_rightAfterHold(t *testing.T) {
+	e, kill, start := crashable(t, "after")
+	m := e.Master("after")
+	standalone := e.Dep.Topology == "standalone"
+	type hold struct {
+		kind, name string
+		lease      string // "watchdog" or "fixed"
+		contended  bool
+	}
+	// trial takes holds, each on a fresh client, has the server restarted at once (contenders
+	// waiting for those contended) and checks when each hold context ended.
+	trial := func(t *testing.T, holds []hold, contender *rlock.Client) {
+		type taken struct {
+			c     *rlock.Client
+			h     context.Context
+			w     *redistest.CtxWatch
+			grant chan contended
+		}
+		tk := make([]taken, len(holds))
+		for i, hd := range holds {
+			c := e.client(rlock.Options{})
+			// The client's connection is made before the hold (the restart breaks it), but
+			// not its watchers': those connect after its first hold.
+			_, err := c.NewMutex(hd.name).IsLocked(bg)
+			require.NoError(t, err)
+			tk[i].c = c
+		}
+		var wg sync.WaitGroup
+		for i, hd := range holds {
+			wg.Go(func() {
+				var opts []rlock.MutexOption
+				if hd.lease == "fixed" {
+					opts = append(opts, rlock.WithLease(30*time.Second))
+				}
+				h, err := pausedHold(tk[i].c, hd.kind, hd.name, opts...)
+				if assert.NoError(t, err) {
+					tk[i].h, tk[i].w = h, redistest.WatchCtx(h)
+				}
+			})
+		}
+		wg.Wait()
+		for i, hd := range holds {
+			if hd.contended && tk[i].h != nil {
+				tk[i].grant = contend(contender, hd.kind, hd.name)
+			}
+		}
+		kill()
+		start()
+		back := answering(t, m, e.LockKey(holds[0].name))
+		for i, hd := range holds {
+			if tk[i].h == nil {
+				continue
+			}
+			what := hd.lease + "/" + hd.kind
+			select {
+			case <-tk[i].w.Done:
+				ended := tk[i].w.At.Sub(back) // (negative: before the poll saw the server back)
+				assert.ErrorIs(t, context.Cause(tk[i].h), rlock.ErrLockLost, what)
+				t.Logf("%s: ended %v after the server answered again", what, redistest.Ms(ended))
+				assert.LessOrEqual(t, ended, time.Second, "%s: the hold context ended %v after the server answered again", what, ended)
+			case <-time.After(max(3*time.Second-time.Since(back), 0)):
+				t.Errorf("%s: the hold context did not end within 3s of the server answering again", what)
+			}
+			if tk[i].grant != nil {
+				g := <-tk[i].grant
+				require.NoError(t, g.err, what)
+				if at, ok := tk[i].w.Ended(); ok {
+					t.Logf("%s: the contender got the lock %v after the server answered again; two holders for %v",
+						what, redistest.Ms(g.at.Sub(back)), redistest.Ms(max(at.Sub(g.at), 0)))
+				}
+				require.NoError(t, release(contender, hd.kind, hd.name, g.h))
+			}
+			if err := release(tk[i].c, hd.kind, hd.name, tk[i].h); err != nil {
+				assert.ErrorIs(t, err, rlock.ErrLockLost, what)
+			}
+		}
+		// (Standalone too: the test's own connections to the server broke with it.)
+		e.Dep.WaitSteady(t, 20*time.Second)
+	}
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		contender := e.client(rlock.Options{Wait: wait})
+		var holds []hold
+		for _, lease := range []string{"watchdog", "fixed"} {
+			for _, kind := range pausedHoldKinds {
+				contended := lease == "watchdog" && (kind == "mutex" || kind == "fair")
+				holds = append(holds, hold{kind, nameOn(e, m, "after-"+lease+"-"+kind), lease, contended})
+			}
+		}
+		if !standalone {
+			trial(t, holds, contender)
+			return
+		}
+		for _, hd := range holds {
+			trial(t, []hold{hd}, contender)
+		}
+	})
+}
+
+// contended is what contend's call got.
+type contended struct {
+	h   context.Context
+	at  time.Time
+	err error
+}
+
+// contend has c take a hold of kind (see tryHold) called name, waiting up to 20s (through the
+// CLUSTERDOWN of a cluster node coming back), and returns where it reports.
+func contend(c *rlock.Client, kind, name string) chan contended {
+	got := make(chan contended, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		h, err := tryHold(ctx, c, kind, name, 20*time.Second)
+		for err != nil && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+			h, err = tryHold(ctx, c, kind, name, 20*time.Second)
+		}
+		got <- contended{h, time.Now(), err}
+	}()
+	return got
+}
+
+// TestRestart_noticeCost: what the restart notice costs a client that locks in turn (issue 23,
+// defect 5). A watcher's connections have the holds checked, the first one too, and an
+// acquisition under way when that happens has them checked again; but the watchers linger
+// after the last hold (a second here, the lease by default), so 100 lock-unlock rounds cost
+// their two scripts each and a few checks in all, not one per acquisition. Two bursts, the
+// watchers stopped before each.
+func TestRestart_noticeCost(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{WatchdogTimeout: time.Second}) // the watchers linger 1s
+	m := c.NewMutex("cost")
+	round := func() {
+		h, err := m.Lock(bg)
+		require.NoError(t, err)
+		require.NoError(t, m.Unlock(h))
+	}
+	// The scripts are loaded: the lock's, and the check's (run while the first hold lasts).
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, m.Unlock(h))
+	const rounds = 100
+	for burst := range 2 {
+		time.Sleep(2 * time.Second) // the watchers stop
+		before := e.clientCommands()
+		for range rounds {
+			round()
+		}
+		time.Sleep(200 * time.Millisecond) // the checks of the watchers' first connections
+		extra := e.clientCommands() - before - 2*rounds
+		t.Logf("burst %d: %d lock-unlock rounds, %d scripts besides theirs (%d nodes watched)", burst, rounds, extra, len(e.Dep.Data))
+		assert.LessOrEqual(t, extra, int64(2*len(e.Dep.Data)), "burst %d: the notices cost more than two checks per node", burst)
+	}
 }

@@ -46,10 +46,14 @@ type Client struct {
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
 	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
 	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
+	verify    chan struct{} // wakes the node watchers' manager: check every hold, read-only
 	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
 	shards [shardCount]shard // the state of lock names (see shards.go)
 	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
+	// noticed counts the watchers' notices (see notice.go): an acquisition that saw it change
+	// while it ran has the holds checked again once its hold is registered.
+	noticed atomic.Uint64
 	// watching is set while the node watchers' manager keeps its watchers for as long as
 	// nholds > 0: a first hold then needs no kick (see watchServers).
 	watching atomic.Bool
@@ -89,6 +93,7 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 		reap:      make(chan struct{}, 1),
 		soon:      make(chan struct{}, 1),
 		recheck:   make(chan struct{}, 1),
+		verify:    make(chan struct{}, 1),
 		watchKick: make(chan struct{}, 1),
 	}
 	for i := range c.shards {

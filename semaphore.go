@@ -28,9 +28,10 @@ type semKind struct {
 }
 
 // NewSemaphore returns the semaphore called name with permits permits. It does not touch
-// Redis. permits < 1, [WithFencing], an empty name or an invalid option are reported by every
-// method as an error wrapping [ErrInvalid]. All semaphores of one name must agree on permits:
-// while one is in use (held or waited for), the count stored in Redis is checked.
+// Redis. permits < 1 or above 2^53 (the largest count the Redis scripts keep exact: Lua's
+// numbers are doubles), [WithFencing], an empty name or an invalid option are reported by
+// every method as an error wrapping [ErrInvalid]. All semaphores of one name must agree on
+// permits: while one is in use (held or waited for), the count stored in Redis is checked.
 func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
 	s := &Semaphore{permits: permits}
 	s.lock = c.newLock(KindSemaphore, name, func(lk *lock) kind {
@@ -41,6 +42,8 @@ func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *
 	case s.err != nil:
 	case permits < 1:
 		s.err = s.errorf("%w", invalidf("permits %d is below 1", permits))
+	case permits > wire.MaxExact:
+		s.err = s.errorf("%w", invalidf("permits %d is above 2^53, the most the scripts keep exact", permits))
 	case s.fencing:
 		s.err = s.errorf("%w", invalidf("WithFencing is for mutexes, not semaphores"))
 	}

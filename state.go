@@ -115,7 +115,7 @@ func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (St
 	r, err := wire.ParseState(reply)
 	switch {
 	case err == wire.ErrBadCounter:
-		return State{}, invalidf("fencing counter %q is not a number below 2^63-1", keys.Fence)
+		return State{}, invalidf("fencing counter %q is not an integer from -2^53 to 2^53", keys.Fence)
 	case err != nil:
 		return State{}, badReply(err)
 	}

@@ -137,10 +137,16 @@ func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRel
 		if h.acc[acc].count > 0 {
 			h.acc[acc].count--
 		}
-		if rel.total == 0 || !h.live() {
+		switch {
+		case rel.total == 0 && h.live():
+			// Redis has nothing more of the owner, but holds of the other access are still
+			// counted here: their lease ran out there before the reaper came round to them.
+			// They are lost, not released: their releases report ErrLockLost.
+			c.lose(sh, h)
+		case rel.total == 0 || !h.live():
 			// The owner holds nothing more (in Redis, or here whose lease is not gone).
 			c.finish(sh, h, context.Canceled)
-		} else {
+		default:
 			h.syncEnd() // an access it no longer holds does not keep its contexts
 		}
 	}

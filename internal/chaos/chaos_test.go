@@ -3,12 +3,28 @@ package chaos_test
 // TestChaos: 3 processes × 8 goroutines take 5 locks in every way the API allows while the test
 // kills Redis connections (CLIENT KILL TYPE normal / pubsub) every 20-300 ms:
 //
-//   - two mutexes (c0, c1): nested Lock, short TryLock, Lock with a context that times out;
+//   - two mutexes (c0, c1): nested Lock, short TryLock, Lock with a context that times out, and
+//     a hold with a fixed lease (chaosLongLease) re-entered with a much shorter one, then held
+//     past the shorter lease (mixed-lease);
 //   - two read-write mutexes (r0, r1): the same for read holds and for write holds (a nested
-//     write hold re-enters for writing or for reading), and a write hold downgraded to a read
-//     hold (Lock, RLock through it, Unlock, then RUnlock);
+//     write hold re-enters for writing or for reading; write-mixed-lease), a write hold
+//     downgraded to a read hold (Lock, RLock through it, Unlock, then RUnlock), and both modes
+//     held by one owner with leases of their own, watchdog or fixed and short, held past them
+//     and released in either order (rw-modes);
 //   - a semaphore of chaosSemPermits permits (s0): Acquire, TryAcquire and Acquire with a
 //     context that times out, of 1 or 2 permits each.
+//
+// A fourth process (the outage child: one goroutine, WatchdogTimeout chaosOutageWatchdog, a
+// mutex o0 and a read-write mutex o1 of its own so that its ops are not starved by the others)
+// reaches Redis through the parent's fault proxy and releases across outages: an owner
+// (WithOwner) holds a mutex twice, or holds a read-write mutex for writing and reading, and its
+// first Unlock loses its reply and meets an outage of chaosOutage, longer than the release's
+// retries; it retries that Unlock (given the WithOwner context) once a watchdog pass has
+// settled the request (retry-twice), or first RUnlocks given the write hold's context
+// (retry-modes). The retried release must return the first one's outcome and release nothing
+// more: the second hold still held, the read hold released by RUnlock; a release that frees
+// another hold, or takes another release's outcome, is a double release. It starts an op only
+// with chaosOutageOp of the run left: a run of 8 s or less has none (make test runs 15 s).
 //
 // A configuration runs the plain kinds (NewMutex, NewRWMutex) or the fair ones (NewFairMutex,
 // NewFairRWMutex), the semaphore in both, under one wait strategy. Every child process writes
@@ -18,9 +34,11 @@ package chaos_test
 //   - exclusion: no write hold (every mutex hold is one) overlaps a hold of another owner, and
 //     the semaphore holds that overlap never add up to more than its permits (the log's
 //     enter/exit times lie inside the real holds: enter is taken after the acquiring call
-//     returned, exit before the release is called). Holds the library reported lost (context
-//     cause or release error ErrLockLost) at a time when their lease could have run out do not
-//     count: a conflict that needs one of them is reported, not failed;
+//     returned, exit before the release is called): an overlap is two live holders. Holds
+//     whose context had ended (lost, or at the deadline of its fixed lease) when their
+//     critical section ended, at a time when their lease could have run out, do not count: a
+//     conflict that needs one of them is reported, not failed (a hold whose context was still
+//     live there counts, even if its release then reports ErrLockLost);
 //   - fencing tokens follow the holds: a write hold that entered after another hold of its
 //     name exited has a larger token, a read hold one at least as large;
 //   - no owner holds a mutex or read-write mutex in Redis (a hash field whose lease has not
@@ -34,7 +52,10 @@ package chaos_test
 //     none is still there for Close to end (every hold was released before Close): a record
 //     that outlives every call is a hold the library kept for nobody;
 //   - no call returns an error the API does not allow for it; ErrLockLost is allowed only once
-//     the lease (3 s, holds last milliseconds) could have run out;
+//     the hold's lease could have run out: half the watchdog's after the hold began (holds last
+//     milliseconds), or most of a fixed lease (a tenth less, the library's margin, and 2 ms),
+//     counted from when the call (or a re-entry with a shorter lease) began;
+//   - no double releases (see the outage child);
 //   - no leftovers: each child, after Close, has no subscription left on any of its connections
 //     (CLIENT LIST, by client name) and no goroutine (goleak); the parent's env finds no keys
 //     but fencing counters and no channels under the prefix.
@@ -46,20 +67,29 @@ package chaos_test
 //
 //	B  a call begins: a = op (see chaosOps), b = its bound in ns (0: none); owner "-" when the
 //	   call makes its own owner (then the owner is known only from E); message = permits asked
-//	   for (semaphore calls, whose owner is an id of the call: holds there have no owner)
+//	   for (semaphore calls, whose owner is an id of the call: holds there have no owner), else
+//	   the hold's fixed lease in ns ("-": the watchdog's)
+//	R  a re-entry of the call's hold with a fixed lease of its own begins: a = that lease in ns
+//	G  the call holds a second time, as the same owner, in the other mode or the same: a =
+//	   token, b = mode (r or w), message = "<ns when that call began> <its fixed lease in ns, 0:
+//	   the watchdog's>"
+//	x  as X, u as U, for the second hold (G)
 //	E  it acquired: a = fencing token (0 for a semaphore)
 //	F  it failed: a = error class
 //	D  a downgrade: the write hold ends here (its Unlock is called next) and a read hold of the
-//	   same owner goes on; a = token
+//	   same owner goes on; a = token, b = "ok" or the class of the write hold context's cause
 //	X  the critical section ends: a = token, b = "ok" or the class of the hold context's cause
 //	U  the release of that hold returned: a = error class ("ok")
-//	W  another error: a = event (reenter, inner-unlock, unlock-retry, token-changed, ...), b = class
+//	W  another error: a = event (reenter, inner-unlock, unlock-retry, token-changed,
+//	   outage-unlock, double-release, ...), b = class
 //	H  an Observer hold event (goroutine -1: it belongs to no call): owner = the hold's owner
 //	   (a semaphore's: its hold id), a = started or ended, b = outcome (ended) or "-"
 
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -102,7 +132,29 @@ const (
 	chaosFlushEvery = 5 * time.Millisecond // children flush their log at least this often
 	chaosChildGrace = 30 * time.Second     // a child still busy this long after its run reports and exits 3
 	chaosMaxReports = 10                   // details printed per kind of finding
+
+	chaosLongLease = time.Second // the fixed lease of a mixed-lease op's outer hold
+	// The outage child (see the file comment): its lease outlasts an outage and a settling
+	// pass (a third of it), and it starts no op that could not end with the run.
+	chaosOutageWatchdog = 6 * time.Second
+	chaosOutage         = 3500 * time.Millisecond // longer than a release's retries (3 s)
+	chaosOutageOp       = 8 * time.Second         // the longest an outage op takes
 )
+
+// chaosOutageProc is the outage child's process number (the others are 0..chaosProcs-1).
+const chaosOutageProc = chaosProcs
+
+// chaosWatchdogOf is the WatchdogTimeout of process proc.
+func chaosWatchdogOf(proc int) time.Duration {
+	if proc == chaosOutageProc {
+		return chaosOutageWatchdog
+	}
+	return chaosWatchdog
+}
+
+// chaosOwnerPrefix starts the owner ids of the outage child's ops: the proxy's fault matches
+// their releases only.
+const chaosOwnerPrefix = "retry-"
 
 // Kinds of chaos locks.
 const (
@@ -111,11 +163,15 @@ const (
 	chaosSem   = "semaphore"
 )
 
-// chaosLock is a lock every child uses.
-type chaosLock struct{ name, kind string }
+// chaosLock is a lock of the children.
+type chaosLock struct {
+	name, kind string
+	outage     bool // the outage child's alone (its ops must not starve behind the others)
+}
 
-// chaosLocks are the locks every child uses.
-var chaosLocks = []chaosLock{{"c0", chaosMutex}, {"c1", chaosMutex}, {"r0", chaosRW}, {"r1", chaosRW}, {"s0", chaosSem}}
+// chaosLocks are the locks of the children.
+var chaosLocks = []chaosLock{{"c0", chaosMutex, false}, {"c1", chaosMutex, false}, {"r0", chaosRW, false},
+	{"r1", chaosRW, false}, {"s0", chaosSem, false}, {"o0", chaosMutex, true}, {"o1", chaosRW, true}}
 
 // chaosKindOf is the kind of the lock called name ("" if none).
 func chaosKindOf(name string) string {
@@ -129,9 +185,11 @@ func chaosKindOf(name string) string {
 
 // chaosOps are the ops of the children, per kind, in report order.
 var chaosOps = []string{
-	"nested", "try", "wait", // mutex
+	"nested", "try", "wait", "mixed-lease", // mutex
 	"read-nested", "read-try", "read-wait", "write-nested", "write-try", "write-wait", "downgrade", // rw
+	"write-mixed-lease", "rw-modes", // rw
 	"sem-acquire", "sem-try", "sem-wait", // semaphore
+	"retry-twice", "retry-modes", // the outage child
 }
 
 // TestChaos runs the chaos test for both lock families (plain, fair) and both wait strategies,
@@ -156,12 +214,20 @@ func runChaos(t *testing.T, kind, wait string) {
 		killers = append(killers, redistest.NewNode(t, a))
 	}
 	monitorRC := e.Rueidis()
+	// The outage child's proxy; a fault armed on a script must meet the call that runs it, not
+	// a NOSCRIPT reply, so every script is loaded first.
+	proxy := redistest.NewProxy(t, e.Dep.Data...)
+	chaosLoadScripts(t, e.Dep.Masters)
 
-	children := make([]*redistest.Child, chaosProcs)
+	children := make([]*redistest.Child, chaosProcs+1)
 	for p := range children {
-		children[p] = redistest.StartChild(t, "chaos", "PREFIX="+e.Prefix, "KIND="+kind, "WAIT="+wait,
-			"DURATION="+chaosDuration.String(), "WATCHDOG="+chaosWatchdog.String(),
-			"FAIRWAIT="+chaosFairWait.String(), "PROC="+strconv.Itoa(p))
+		env := []string{"PREFIX=" + e.Prefix, "KIND=" + kind, "WAIT=" + wait,
+			"DURATION=" + chaosDuration.String(), "WATCHDOG=" + chaosWatchdogOf(p).String(),
+			"FAIRWAIT=" + chaosFairWait.String(), "PROC=" + strconv.Itoa(p)}
+		if p == chaosOutageProc {
+			env = append(env, "PROXY="+proxy.Routes())
+		}
+		children[p] = redistest.StartChild(t, "chaos", env...)
 	}
 
 	var bgWG sync.WaitGroup
@@ -172,9 +238,28 @@ func runChaos(t *testing.T, kind, wait string) {
 	}
 	bgWG.Add(1)
 	go func() { defer bgWG.Done(); r.monitor(monitorRC, stopMonitor) }()
+	// The outage child's faults: armed when one of its ops begins, then the child is told.
+	outageIn := children[chaosOutageProc].In
+	bgWG.Add(1)
+	go func() {
+		defer bgWG.Done()
+		for {
+			select {
+			case <-stopMonitor:
+				return
+			case <-r.arm:
+			}
+			if *chaosFaults {
+				proxy.DropReplyThenOutage(chaosMatchOwnerRelease, chaosOutage)
+			} else {
+				proxy.Disarm()
+			}
+			_, _ = io.WriteString(outageIn, "go\n")
+		}
+	}()
 
 	// Readers: each reads its child's log to the end, then reaps the child.
-	exits := make([]error, chaosProcs)
+	exits := make([]error, len(children))
 	var readers sync.WaitGroup
 	for p, c := range children {
 		readers.Add(1)
@@ -213,6 +298,7 @@ func runChaos(t *testing.T, kind, wait string) {
 	}
 	close(stopMonitor)
 	bgWG.Wait()
+	r.outages = proxy.Fired()
 
 	for p, err := range exits {
 		if err != nil {
@@ -222,10 +308,60 @@ func runChaos(t *testing.T, kind, wait string) {
 	r.report(t, kind+"/"+wait)
 }
 
+// chaosLoadScripts loads every script (both pub/sub variants) on each of masters.
+func chaosLoadScripts(t *testing.T, masters []node) {
+	for _, m := range masters {
+		for _, f := range wire.Files() {
+			for _, src := range []string{wire.Source(f), wire.ShardedSource(f)} {
+				if err := m.Do(t, "SCRIPT", "LOAD", src).Error(); err != nil {
+					t.Fatalf("SCRIPT LOAD on %s: %v", m.Addr, err)
+				}
+			}
+		}
+	}
+}
+
+// chaosReleaseSums are the SHA-1s of the release scripts of the mutexes and read-write mutexes,
+// both pub/sub variants.
+var chaosReleaseSums = func() map[string]bool {
+	sums := make(map[string]bool)
+	for _, f := range []string{"release.lua", "fair_release.lua", "rw_release.lua"} {
+		for _, src := range []string{wire.Source(f), wire.ShardedSource(f)} {
+			sum := sha1.Sum([]byte(src))
+			sums[hex.EncodeToString(sum[:])] = true
+		}
+	}
+	return sums
+}()
+
+// chaosMatchOwnerRelease matches a release script (EVALSHA or EVAL) for an owner of the outage
+// child's ops (see chaosOwnerPrefix).
+func chaosMatchOwnerRelease(cmd []string) bool {
+	if len(cmd) < 3 {
+		return false
+	}
+	switch strings.ToUpper(cmd[0]) {
+	case "EVALSHA":
+		if !chaosReleaseSums[strings.ToLower(cmd[1])] {
+			return false
+		}
+	case "EVAL":
+		sum := sha1.Sum([]byte(cmd[1]))
+		if !chaosReleaseSums[hex.EncodeToString(sum[:])] {
+			return false
+		}
+	default:
+		return false
+	}
+	return slices.ContainsFunc(cmd[3:], func(a string) bool { return strings.HasPrefix(a, chaosOwnerPrefix) })
+}
+
 // chaosRun is the parent's view of one run: the holds from the logs, what the monitor saw, and
 // the fault counts. Its fields are guarded by mu, except the atomics.
 type chaosRun struct {
 	prefix   string
+	arm      chan struct{} // an op of the outage child began: arm its fault
+	outages  int64         // faults the outage child's proxy fired (lost replies, each with an outage)
 	startNs  int64         // parent's clock at the start, UnixNano (times in reports are relative to it)
 	settled  chan struct{} // closed when the monitor finds no hold after the children exited
 	kills    atomic.Int64  // CLIENT KILL commands that succeeded
@@ -258,13 +394,15 @@ type chaosRun struct {
 
 // chaosCall is one acquiring call of a child goroutine and the hold it took.
 type chaosCall struct {
-	op    string
-	owner string // "-" until E when the call makes its own owner
-	bound time.Duration
-	begin int64 // child's UnixNano
-	n     int64 // permits asked for (semaphore)
-	hold  *chaosHold
-	prev  *chaosHold // the write hold a downgrade ended
+	op     string
+	owner  string // "-" until E when the call makes its own owner
+	bound  time.Duration
+	lease  time.Duration // fixed lease of its hold (0: the watchdog's)
+	begin  int64         // child's UnixNano
+	n      int64         // permits asked for (semaphore)
+	hold   *chaosHold
+	prev   *chaosHold // the write hold a downgrade ended
+	second *chaosHold // the second hold of the call (G)
 }
 
 // chaosHold is one acquisition, from E to U (for a downgrade: the write hold from E to D, and
@@ -275,17 +413,37 @@ type chaosHold struct {
 	n                     int64 // permits (semaphore)
 	proc, g               int
 	token                 int64
-	begin                 int64 // B, child's UnixNano
-	enter, exit           int64 // E and X; exit 0 if never logged
-	unlocked              int64 // U; 0 if never logged
-	lost                  bool  // the library reported this hold lost (context cause or an ErrLockLost)
-	lostEarly             bool  // ... too soon for its lease to have run out
+	begin                 int64         // B, child's UnixNano
+	enter, exit           int64         // E and X; exit 0 if never logged
+	unlocked              int64         // U; 0 if never logged
+	lost                  bool          // the library reported this hold lost (context cause or an ErrLockLost)
+	lostEarly             bool          // ... too soon for its lease to have run out
+	lossFrom              int64         // the earliest child UnixNano its lease could have run out at
+	fixed                 bool          // it has a fixed lease (or was re-entered with one)
+	lease                 time.Duration // its fixed lease (0: the watchdog's), as taken
+	exitState             string        // its hold context's state at exit (X)
+	ctxEnded              bool          // its hold context had ended (lost, or at its fixed lease's deadline) by its exit
 	unlockClass, why      string
 }
 
-// excused reports whether h does not count in the exclusion checks: the library reported it
-// lost at a time when its lease could have run out.
-func (h *chaosHold) excused() bool { return h.lost && !h.lostEarly }
+// excused reports whether h does not count in the exclusion checks: its hold context had
+// ended (lost, or at the deadline of its fixed lease) by the end of its critical section, at a
+// time when its lease could have run out. (A hold whose context was still live there, reported
+// lost only by its release, counts: its holder went on as if it held the lock.)
+func (h *chaosHold) excused() bool { return h.ctxEnded && !h.lostEarly }
+
+// chaosLossFrom is the earliest child time at which a hold taken by a call that began at begin
+// and returned at enter may be reported lost. A fixed lease counts from when the acquiring
+// script was sent, after begin, and the library ends it at most a tenth early (localEnd); 2 ms
+// more allow for a busy machine. A watchdog hold is renewed: a loss half a lease after it
+// began (the script sent no earlier than a round trip before enter) is possible under faults,
+// one before that is not.
+func chaosLossFrom(begin, enter int64, lease, watchdog time.Duration) int64 {
+	if lease > 0 {
+		return begin + int64(lease-lease/10-2*time.Millisecond)
+	}
+	return max(begin, enter-int64(chaosMaxRTT)) + int64(watchdog/2)
+}
 
 // chaosOwner is what the logs say about one owner id, for the monitor.
 type chaosOwner struct {
@@ -325,7 +483,7 @@ type chaosOpStats struct {
 func newChaosRun(prefix string) *chaosRun {
 	now := time.Now()
 	return &chaosRun{
-		prefix: prefix, startNs: now.UnixNano(), settled: make(chan struct{}),
+		prefix: prefix, startNs: now.UnixNano(), settled: make(chan struct{}), arm: make(chan struct{}, 1),
 		calls:      make(map[[2]int]*chaosCall),
 		owners:     make(map[string]*chaosOwner),
 		records:    make(map[string]*chaosRecord),
@@ -397,6 +555,12 @@ func (r *chaosRun) line(s string) {
 		}
 		call = &chaosCall{op: a, owner: owner, bound: time.Duration(bound), begin: ts}
 		r.calls[pg] = call
+		if proc == chaosOutageProc && strings.HasPrefix(a, "retry-") {
+			select {
+			case r.arm <- struct{}{}:
+			default:
+			}
+		}
 		st := r.ops[a]
 		if st == nil {
 			st = &chaosOpStats{}
@@ -410,8 +574,18 @@ func (r *chaosRun) line(s string) {
 				return
 			}
 			call.n = n
-		} else if owner != "-" {
-			r.owners[owner] = &chaosOwner{proc: proc, g: g, name: name, op: a, began: now, live: true}
+		} else {
+			if msg != "-" {
+				lease, err := strconv.ParseInt(msg, 10, 64)
+				if err != nil || lease <= 0 {
+					r.badLine("bad lease: " + s)
+					return
+				}
+				call.lease = time.Duration(lease)
+			}
+			if owner != "-" {
+				r.owners[owner] = &chaosOwner{proc: proc, g: g, name: name, op: a, began: now, live: true}
+			}
 		}
 	case "E":
 		token, err := strconv.ParseInt(a, 10, 64)
@@ -435,7 +609,8 @@ func (r *chaosRun) line(s string) {
 			o.live = true
 		}
 		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: mode, n: call.n,
-			proc: proc, g: g, token: token, begin: call.begin, enter: ts}
+			proc: proc, g: g, token: token, begin: call.begin, enter: ts, fixed: call.lease > 0, lease: call.lease,
+			lossFrom: chaosLossFrom(call.begin, ts, call.lease, chaosWatchdogOf(proc))}
 		call.hold, call.owner = h, owner
 		r.holds = append(r.holds, h)
 		r.waited(pg, call, ts, s)
@@ -452,20 +627,71 @@ func (r *chaosRun) line(s string) {
 			return
 		}
 		w := call.hold
-		w.exit, w.unlocked, w.unlockClass = ts, ts, "downgraded"
+		w.exit, w.unlocked, w.unlockClass, w.ctxEnded = ts, ts, "downgraded", b == "lost"
+		if b != "ok" && b != "-" {
+			r.countErr(call, "hold-ended", b, ts, s, w)
+			noteLost(b, "its hold context ended before the downgrade", w)
+		}
 		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: 'r',
-			proc: proc, g: g, token: token, begin: call.begin, enter: ts}
+			proc: proc, g: g, token: token, begin: call.begin, enter: ts, lossFrom: w.lossFrom, fixed: w.fixed}
 		call.hold, call.prev = h, w
 		r.holds = append(r.holds, h)
+	case "R":
+		lease, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || lease <= 0 || call.hold == nil || kind == chaosSem {
+			r.badLine("bad re-entry: " + s)
+			return
+		}
+		call.hold.lossFrom = min(call.hold.lossFrom, chaosLossFrom(ts, ts, time.Duration(lease), 0))
+		call.hold.fixed = true
+	case "G":
+		token, err1 := strconv.ParseInt(a, 10, 64)
+		var began, lease int64
+		_, err2 := fmt.Sscanf(msg, "%d %d", &began, &lease)
+		if err := errors.Join(err1, err2); err != nil || call.hold == nil || call.second != nil ||
+			kind == chaosSem || (b != "r" && b != "w") {
+			r.badLine("bad second hold: " + s)
+			return
+		}
+		h := &chaosHold{name: name, kind: kind, owner: owner, op: call.op, mode: b[0],
+			proc: proc, g: g, token: token, begin: began, enter: ts, fixed: lease > 0, lease: time.Duration(lease),
+			lossFrom: chaosLossFrom(began, ts, time.Duration(lease), chaosWatchdogOf(proc))}
+		call.second = h
+		r.holds = append(r.holds, h)
+	case "x":
+		h := call.second
+		if h == nil {
+			r.badLine("exit without a second hold: " + s)
+			return
+		}
+		h.exit, h.ctxEnded, h.exitState = ts, chaosEnded(b), b
+		if b != "ok" {
+			r.countErr(call, "hold-ended", b, ts, s, h)
+			noteLost(b, "its hold context ended early: "+msg, h)
+		}
+	case "u":
+		h := call.second
+		if h == nil {
+			r.badLine("unlock without a second hold: " + s)
+			return
+		}
+		h.unlocked, h.unlockClass = ts, a
+		if o := r.owners[owner]; o != nil && call.hold != nil && call.hold.unlocked != 0 {
+			o.live, o.ended, o.outcome = false, now, "unlocked ("+a+")"
+		}
+		if a != "ok" {
+			r.countErr(call, "unlock", a, ts, s, h)
+			noteLost(a, "release: "+msg, h)
+		}
 	case "X":
 		if call.hold == nil {
 			r.badLine("exit without enter: " + s)
 			return
 		}
-		call.hold.exit = ts
+		call.hold.exit, call.hold.ctxEnded, call.hold.exitState = ts, chaosEnded(b), b
 		if b != "ok" {
-			r.countErr(call, "hold-ended", b, ts, s)
-			call.noteLost(b, "its hold context ended early: "+msg)
+			r.countErr(call, "hold-ended", b, ts, s, call.hold)
+			noteLost(b, "its hold context ended early: "+msg, call.hold)
 		}
 	case "U":
 		if call.hold == nil {
@@ -473,7 +699,7 @@ func (r *chaosRun) line(s string) {
 			return
 		}
 		call.hold.unlocked, call.hold.unlockClass = ts, a
-		if o := r.owners[owner]; o != nil && kind != chaosSem {
+		if o := r.owners[owner]; o != nil && kind != chaosSem && (call.second == nil || call.second.unlocked != 0) {
 			o.live, o.ended, o.outcome = false, now, "unlocked ("+a+")"
 		}
 		if a != "ok" {
@@ -523,10 +749,20 @@ func (r *chaosRun) record(proc int, name, owner, kind, outcome string, now time.
 	}
 }
 
+// chaosEnded reports whether a hold context in state (see exit) had ended by the end of its
+// critical section: lost, at its deadline, or cancelled (which countErr allows only for a fixed
+// lease that had run out).
+func chaosEnded(state string) bool {
+	return state == "lost" || state == "deadline" || state == "canceled"
+}
+
 // noteLost marks the call's holds lost when class says the library reported the loss (both
 // halves of a downgrade: their leases are renewed together).
-func (c *chaosCall) noteLost(class, why string) {
-	for _, h := range []*chaosHold{c.hold, c.prev} {
+func (c *chaosCall) noteLost(class, why string) { noteLost(class, why, c.hold, c.prev) }
+
+// noteLost marks holds lost when class says the library reported the loss.
+func noteLost(class, why string, holds ...*chaosHold) {
+	for _, h := range holds {
 		if h != nil && class == "lost" && !h.lost {
 			h.lost, h.why = true, why
 		}
@@ -578,31 +814,47 @@ func chaosVerdict(event, class string) (string, int) {
 	case try && class == "transport":
 		// A single attempt (or the last one) whose connection was killed: nothing is held.
 		return kind, chaosTolerated
+	case event == "outage-unlock" && class == "transport":
+		// The outage child's injected fault: a lost reply, then an outage.
+		return kind, chaosTolerated
 	}
 	return kind, chaosFailing
 }
 
 // countErr judges an error event of class at event, logged at child time ts by line s
-// during call, and counts it unless it is expected. A loss reported less than half a lease
-// after the lease began cannot be a lease that ran out (and holds here last milliseconds): it
-// counts as "lost-early", which fails the test. The lease began when the acquiring script was
-// sent: after the call began, and (allowing a round trip of up to chaosMaxRTT) no earlier than
-// chaosMaxRTT before the call returned. Called with mu held.
-func (r *chaosRun) countErr(call *chaosCall, event, class string, ts int64, s string) {
+// during call, about holds (none given: the call's hold, and the write hold a downgrade
+// ended), and counts it unless it is expected. A hold context that ended at its deadline
+// (class deadline) is the end of a fixed lease, tolerated for holds that have one; so is one
+// cancelled (class canceled) once its fixed lease had run out: the release of the owner's other
+// mode ended the record while this lease's timer had not yet fired (its release then reports
+// ErrLockLost). A loss, or such an end, reported before the lease of every one of them could
+// have run out (see chaosLossFrom; a call that holds nothing: half a watchdog lease after it
+// began) counts as "lost-early", which fails the test. Called with mu held.
+func (r *chaosRun) countErr(call *chaosCall, event, class string, ts int64, s string, holds ...*chaosHold) {
 	kind, verdict := chaosVerdict(event, class)
 	if verdict == chaosExpected {
 		return
 	}
-	leaseFrom := call.begin
-	if h := call.hold; h != nil {
-		if call.prev != nil {
-			h = call.prev // a downgrade's read hold was taken while it held the write hold
-		}
-		leaseFrom = max(leaseFrom, h.enter-int64(chaosMaxRTT))
+	if len(holds) == 0 {
+		holds = []*chaosHold{call.hold, call.prev}
 	}
-	if class == "lost" && time.Duration(ts-leaseFrom) < chaosWatchdog/2 {
+	lossFrom := call.begin + int64(chaosWatchdog/2)
+	some, fixed := false, true
+	for _, h := range holds {
+		if h != nil {
+			if !some || h.lossFrom < lossFrom {
+				lossFrom = h.lossFrom
+			}
+			some, fixed = true, fixed && h.fixed
+		}
+	}
+	leaseEnd := some && fixed && event == "hold-ended" && (class == "deadline" || class == "canceled")
+	if leaseEnd {
+		verdict = chaosTolerated
+	}
+	if (class == "lost" || leaseEnd) && ts < lossFrom {
 		kind, verdict = event+":lost-early", chaosFailing
-		for _, h := range []*chaosHold{call.hold, call.prev} {
+		for _, h := range holds {
 			if h != nil {
 				h.lostEarly = true
 			}
@@ -878,8 +1130,13 @@ func (r *chaosRun) rel(ns int64) string {
 // describe formats a hold for a report.
 func (r *chaosRun) describe(h *chaosHold) string {
 	what := map[byte]string{'w': "write", 'r': "read", 's': fmt.Sprintf("%d permits", h.n)}[h.mode]
-	s := fmt.Sprintf("[proc %d g %d %s (%s) owner %s token %d: called %s, entered %s, exited %s, released %s (%s)",
-		h.proc, h.g, h.op, what, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), r.rel(h.unlocked), h.unlockClass)
+	lease := "watchdog"
+	if h.lease > 0 {
+		lease = h.lease.String()
+	}
+	s := fmt.Sprintf("[proc %d g %d %s (%s, lease %s) owner %s token %d: called %s, entered %s, exited %s (%s), released %s (%s)",
+		h.proc, h.g, h.op, what, lease, h.owner, h.token, r.rel(h.begin), r.rel(h.enter), r.rel(h.exit), h.exitState,
+		r.rel(h.unlocked), h.unlockClass)
 	if h.lost {
 		s += ", reported lost: " + h.why
 	}
@@ -1157,12 +1414,19 @@ func (r *chaosRun) report(t *testing.T, config string) {
 		r.kills.Load(), r.killed.Load(), r.killErrs.Load())
 	faults := "off"
 	if *chaosFaults {
-		faults = fmt.Sprintf("%d kills sent, %d connections killed", r.kills.Load(), r.killed.Load())
+		faults = fmt.Sprintf("%d kills sent, %d connections killed; %d lost release replies with an outage",
+			r.kills.Load(), r.killed.Load(), r.outages)
 	}
-	fmt.Printf("chaos %s: %v, %d procs x %d goroutines: %d acquisitions (mutex %d, rw %d, semaphore %d; %s); faults: %s; overlaps %d (+%d with a hold reported lost); fencing violations %d; phantom stalls %d (longest stretch %v); worst wait %v (%s), worst overshoot %v; lost holds %d; errors: %s\n",
+	doubles := 0
+	for k, n := range r.errCounts {
+		if strings.HasPrefix(k, "double-release:") {
+			doubles += n
+		}
+	}
+	fmt.Printf("chaos %s: %v, %d procs x %d goroutines and an outage child: %d acquisitions (mutex %d, rw %d, semaphore %d; %s); faults: %s; overlaps %d (+%d with a hold reported lost); double releases %d; fencing violations %d; phantom stalls %d (longest stretch %v); worst wait %v (%s), worst overshoot %v; lost holds %d; errors: %s\n",
 		config, *chaosDuration, chaosProcs, chaosGoroutines, perKind[chaosMutex]+perKind[chaosRW]+perKind[chaosSem],
 		perKind[chaosMutex], perKind[chaosRW], perKind[chaosSem], strings.Join(opParts, ", "), faults,
-		len(bad), len(excused), len(fencing), len(r.phantoms), longest.Round(time.Millisecond),
+		len(bad), len(excused), doubles, len(fencing), len(r.phantoms), longest.Round(time.Millisecond),
 		worst.Round(time.Millisecond), worstOp, overshoot.Round(time.Millisecond), lost, strings.Join(errSummary, " "))
 }
 
@@ -1211,28 +1475,49 @@ func runChaosChild() int {
 	if os.Getenv("KIND") == "fair" {
 		newMutex, newRW = c.NewFairMutex, c.NewFairRWMutex
 	}
-	targets := make([]*chaosTarget, len(chaosLocks))
-	for i, l := range chaosLocks {
+	var targets []*chaosTarget
+	for _, l := range chaosLocks {
+		if l.outage != (proc == chaosOutageProc) {
+			continue
+		}
 		t := &chaosTarget{name: l.name, kind: l.kind}
 		switch l.kind {
 		case chaosMutex:
 			t.m = newMutex(l.name, rlock.WithFencing())
+			t.leased = func(lease time.Duration) chaosMode {
+				return mutexMode(newMutex(l.name, rlock.WithFencing(), rlock.WithLease(lease)))
+			}
 		case chaosRW:
 			t.rw = newRW(l.name, rlock.WithFencing())
+			t.leasedRW = func(lease time.Duration) *rlock.RWMutex {
+				if lease == 0 {
+					return t.rw
+				}
+				return newRW(l.name, rlock.WithFencing(), rlock.WithLease(lease))
+			}
 		case chaosSem:
 			t.s = c.NewSemaphore(l.name, chaosSemPermits)
 		}
-		targets[i] = t
+		targets = append(targets, t)
 	}
 
 	end := time.Now().Add(dur)
-	workers := make([]*chaosWorker, chaosGoroutines)
+	goroutines, outage := chaosGoroutines, proc == chaosOutageProc
+	if outage {
+		goroutines = 1
+	}
+	workers := make([]*chaosWorker, goroutines)
 	var wg sync.WaitGroup
 	for g := range workers {
 		w := &chaosWorker{proc: proc, g: g, log: log, targets: targets,
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(proc*chaosGoroutines+g)))}
 		workers[g] = w
 		wg.Add(1)
+		if outage {
+			w.faulted = bufio.NewScanner(os.Stdin)
+			go func() { defer wg.Done(); w.runOutage(end) }()
+			continue
+		}
 		go func() { defer wg.Done(); w.run(end) }()
 	}
 	done := make(chan struct{})
@@ -1259,6 +1544,9 @@ func runChaosChild() int {
 func chaosRueidis(d redistest.Deployment, name string) (rueidis.Client, error) {
 	o := d.ClientOption()
 	o.ClientName = name
+	if routes := os.Getenv("PROXY"); routes != "" {
+		o.DialCtxFn = redistest.DialRoutes(routes)
+	}
 	var err error
 	for range 50 {
 		var rc rueidis.Client
@@ -1441,6 +1729,10 @@ type chaosTarget struct {
 	m          *rlock.Mutex
 	rw         *rlock.RWMutex
 	s          *rlock.Semaphore
+	// leased makes the mutex with a fixed lease; leasedRW the read-write mutex with a fixed
+	// lease (0: rw).
+	leased   func(lease time.Duration) chaosMode
+	leasedRW func(lease time.Duration) *rlock.RWMutex
 }
 
 // chaosMode is one way to hold a target: a mutex, a read-write mutex for reading or for
@@ -1483,10 +1775,11 @@ func semMode(s *rlock.Semaphore, n int64) chaosMode {
 type chaosOp struct {
 	t     *chaosTarget
 	mode  chaosMode
-	name  string // the op (see chaosOps)
-	owner string // as logged: "-" until the hold context names it; a semaphore call's own id
-	asked string // the owner of the context the call was given ("" if none)
-	n     int64  // permits (semaphore)
+	name  string        // the op (see chaosOps)
+	owner string        // as logged: "-" until the hold context names it; a semaphore call's own id
+	asked string        // the owner of the context the call was given ("" if none)
+	n     int64         // permits (semaphore)
+	lease time.Duration // the fixed lease of its hold (0: the watchdog's)
 }
 
 // chaosWorker is one goroutine of a child.
@@ -1497,6 +1790,7 @@ type chaosWorker struct {
 	targets []*chaosTarget
 	seq     int                         // semaphore calls made, for their ids
 	status  atomic.Pointer[chaosStatus] // what it is doing, for the report of a stuck child
+	faulted *bufio.Scanner              // the outage child's: the parent says "go" once its fault is armed
 }
 
 // chaosStatus is a worker's current step.
@@ -1519,20 +1813,23 @@ func (w *chaosWorker) run(end time.Time) {
 		switch t.kind {
 		case chaosMutex:
 			o.mode = mutexMode(t.m)
-			switch w.rng.IntN(3) {
-			case 0:
+			switch w.rng.IntN(10) {
+			case 0, 1, 2:
 				o.name = "nested"
 				w.nested(o, base, 1+w.rng.IntN(3), nil)
-			case 1:
+			case 3, 4, 5:
 				o.name = "try"
 				w.try(o, base)
-			default:
+			case 6, 7, 8:
 				o.name = "wait"
 				w.wait(o, base)
+			default:
+				o.name, o.lease, o.mode = "mixed-lease", chaosLongLease, t.leased(chaosLongLease)
+				w.mixedLease(o, base, t.leased)
 			}
 		case chaosRW:
 			read, write := readMode(t.rw), writeMode(t.rw)
-			switch w.rng.IntN(10) {
+			switch w.rng.IntN(12) {
 			case 0, 1:
 				o.name, o.mode = "read-nested", read
 				w.nested(o, base, 1+w.rng.IntN(2), nil)
@@ -1551,9 +1848,16 @@ func (w *chaosWorker) run(end time.Time) {
 			case 8:
 				o.name, o.mode = "write-wait", write
 				w.wait(o, base)
-			default:
+			case 9:
 				o.name, o.mode = "downgrade", write
 				w.downgrade(o, base)
+			case 10:
+				o.name, o.lease = "write-mixed-lease", chaosLongLease
+				o.mode = writeMode(t.leasedRW(chaosLongLease))
+				w.mixedLease(o, base, func(d time.Duration) chaosMode { return writeMode(t.leasedRW(d)) })
+			default:
+				o.name = "rw-modes"
+				w.rwModes(o, base)
 			}
 		case chaosSem:
 			w.seq++
@@ -1681,7 +1985,11 @@ func (w *chaosWorker) downgrade(o *chaosOp, base context.Context) {
 		w.event(o, "token-changed", "bad", fmt.Errorf("the writer's read hold has token %d (%v), the write hold %d", tok, ok, token))
 	}
 	w.critical()
-	w.line('D', o, strconv.FormatInt(token, 10), "-", "")
+	state, msg := "ok", ""
+	if h.Err() != nil {
+		state, msg = chaosClass(context.Cause(h)), context.Cause(h).Error()
+	}
+	w.line('D', o, strconv.FormatInt(token, 10), state, msg)
 	w.setStatus("downgrade: write unlock", o)
 	if err := w.retried(o, o.mode.release, h); err != nil {
 		w.event(o, "downgrade-unlock", chaosClass(err), err)
@@ -1692,6 +2000,257 @@ func (w *chaosWorker) downgrade(o *chaosOp, base context.Context) {
 	w.critical()
 	w.exit(o, token, hr, false)
 	w.release(o, read, hr)
+}
+
+// mixedLease takes o's lock with its fixed lease (chaosLongLease), re-enters it through a lock
+// of that name with a much shorter fixed lease (10-30 ms), releases the re-entry and holds on
+// until 30 ms after the shorter lease would have ended. A re-entry must not shorten the lease
+// Redis has under the outer hold, or if it does, the outer hold context must end with it: else
+// the key expires and another owner takes the lock while the outer hold context is live (an
+// overlap that nothing excuses). leased makes o's lock with another fixed lease.
+func (w *chaosWorker) mixedLease(o *chaosOp, base context.Context, leased func(time.Duration) chaosMode) {
+	w.begin(o, 0)
+	h, err := o.mode.lock(base)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	short := time.Duration(10+w.rng.IntN(21)) * time.Millisecond
+	inner := leased(short)
+	w.setStatus("re-entry", o)
+	reentered := time.Now()
+	w.line('R', o, strconv.FormatInt(int64(short), 10), "-", "")
+	if hi, err := inner.lock(h); err != nil {
+		w.event(o, "reenter", chaosCauseClass(err, h), err)
+	} else {
+		if tok, ok := inner.token(hi); !ok || tok != token {
+			w.event(o, "token-changed", "bad", fmt.Errorf("re-entry has token %d (%v), the hold %d", tok, ok, token))
+		}
+		w.critical()
+		w.setStatus("inner unlock", o)
+		if err := inner.release(hi); err != nil {
+			w.event(o, "inner-unlock", chaosClass(err), err)
+		}
+	}
+	time.Sleep(time.Until(reentered.Add(short + 30*time.Millisecond)))
+	w.exit(o, token, h, false)
+	w.release(o, o.mode, h)
+}
+
+// rwModes holds o's read-write mutex for writing and then, as the same owner, for reading
+// (through a context that carries the owner, not the write hold's, whose deadline it would
+// inherit), each with a lease of its own (the watchdog's, or a fixed one of 20-80 ms), holds on
+// for a while that may outlast the shorter lease, and releases the two in either order. Each
+// hold ends with its own lease: a lapsed write hold neither ends the read hold nor takes its
+// release along, and a lapsed read hold does not end the write hold.
+func (w *chaosWorker) rwModes(o *chaosOp, base context.Context) {
+	pick := func() time.Duration {
+		if w.rng.IntN(3) == 0 {
+			return 0
+		}
+		return time.Duration(20+w.rng.IntN(61)) * time.Millisecond
+	}
+	lw, lr := pick(), pick()
+	o.lease, o.mode = lw, writeMode(o.t.leasedRW(lw))
+	read := readMode(o.t.leasedRW(lr))
+	w.begin(o, 0)
+	h, err := o.mode.lock(base)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	w.setStatus("second hold", o)
+	began := time.Now()
+	owner, _ := rlock.Owner(h)
+	hr, err := read.lock(rlock.WithOwner(bg, owner))
+	if err != nil {
+		w.event(o, "reenter", chaosCauseClass(err, h), err)
+		w.critical()
+		w.exit(o, token, h, false)
+		w.release(o, o.mode, h)
+		return
+	}
+	rtok := w.second(o, read, hr, token, 'r', began, lr)
+	time.Sleep(time.Duration(w.rng.IntN(int(max(lw, lr, 40*time.Millisecond)/time.Millisecond)+21)) * time.Millisecond)
+	if w.rng.IntN(2) == 0 {
+		w.exit(o, token, h, false)
+		w.release(o, o.mode, h)
+		w.critical()
+		w.exitAs('x', o, rtok, hr, false)
+		w.releaseAs('u', o, read, hr)
+		return
+	}
+	w.exitAs('x', o, rtok, hr, false)
+	w.releaseAs('u', o, read, hr)
+	w.critical()
+	w.exit(o, token, h, false)
+	w.release(o, o.mode, h)
+}
+
+// second logs a second hold h of o's call (a G line), taken with mode (mode byte m, its fixed
+// lease: 0 for the watchdog's) in a call that began at began, and returns its token; a token
+// other than the first hold's, token, is an error event.
+func (w *chaosWorker) second(o *chaosOp, mode chaosMode, h context.Context, token int64, m byte, began time.Time, lease time.Duration) int64 {
+	tok, ok := mode.token(h)
+	if !ok || tok != token {
+		w.event(o, "token-changed", "bad", fmt.Errorf("the second hold has token %d (%v), the first %d", tok, ok, token))
+	}
+	w.line('G', o, strconv.FormatInt(tok, 10), string(m), fmt.Sprintf("%d %d", began.UnixNano(), int64(lease)))
+	return tok
+}
+
+// runOutage is the outage child's goroutine: until end it alternates retry-modes (on its
+// read-write mutex) and retry-twice (on its mutex), each as an owner of its own
+// (chaosOwnerPrefix), starting none that might not end before end.
+func (w *chaosWorker) runOutage(end time.Time) {
+	var mutexes, rws []*chaosTarget
+	for _, t := range w.targets {
+		switch t.kind {
+		case chaosMutex:
+			mutexes = append(mutexes, t)
+		case chaosRW:
+			rws = append(rws, t)
+		}
+	}
+	for i := 0; time.Until(end) > chaosOutageOp; i++ {
+		o := &chaosOp{owner: chaosOwnerPrefix + rlock.NewOwnerID()}
+		o.asked = o.owner
+		base := rlock.WithOwner(bg, o.owner)
+		if i%2 == 1 {
+			o.t = mutexes[w.rng.IntN(len(mutexes))]
+			o.name, o.mode = "retry-twice", mutexMode(o.t.m)
+			w.retryTwice(o, base)
+		} else {
+			o.t = rws[w.rng.IntN(len(rws))]
+			o.name, o.mode = "retry-modes", writeMode(o.t.rw)
+			w.retryModes(o, base)
+		}
+	}
+	w.status.Store(nil)
+}
+
+// beginFaulted logs the start of o (see begin) and waits until the parent says its fault is
+// armed: its first release will lose its reply, and an outage of chaosOutage follows.
+func (w *chaosWorker) beginFaulted(o *chaosOp) {
+	w.begin(o, 0)
+	w.setStatus("waiting for the parent", o)
+	w.faulted.Scan()
+}
+
+// firstRelease is the faulted release of an outage op: release(h), which fails once its retries
+// are spent during the outage (an outage-unlock event); it reports whether it failed so.
+func (w *chaosWorker) firstRelease(o *chaosOp, release func(context.Context) error, h context.Context) (faulted bool, err error) {
+	w.setStatus("faulted unlock", o)
+	err = release(h)
+	if chaosClass(err) != "transport" {
+		return false, err
+	}
+	w.event(o, "outage-unlock", "transport", err)
+	return true, err
+}
+
+// retryTwice holds o's mutex twice as one owner (a WithOwner context, base) and releases one
+// hold, with Unlock given base, into the fault: Unlock fails after its retries. Once Redis
+// answers again and a watchdog pass has settled the request (a third of the lease), it retries
+// that Unlock, which must return the first release's outcome and release nothing more: the
+// second hold must still be held, its context live. A retried release that freed it is a
+// double release.
+func (w *chaosWorker) retryTwice(o *chaosOp, base context.Context) {
+	w.beginFaulted(o)
+	h, err := o.mode.lock(base)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	began := time.Now()
+	h2, err := o.mode.lock(base)
+	if err != nil {
+		w.event(o, "reenter", chaosCauseClass(err, h), err)
+		w.exit(o, token, h, false)
+		faulted, err := w.firstRelease(o, o.mode.release, h)
+		if faulted {
+			time.Sleep(chaosOutage)
+			err = w.retried(o, o.mode.release, h)
+		}
+		w.released('U', o, err)
+		return
+	}
+	tok2 := w.second(o, o.mode, h2, token, 'w', began, 0)
+	w.critical()
+	w.exit(o, token, h, false)
+	unlocked := time.Now()
+	faulted, err := w.firstRelease(o, o.mode.release, base)
+	if faulted {
+		// The outage began as Redis ran the release; a watchdog pass settles the request
+		// within a third of the lease after it ends.
+		time.Sleep(time.Until(unlocked.Add(chaosOutage + chaosOutageWatchdog/3 + time.Second)))
+		w.setStatus("retried unlock", o)
+		err = w.retried(o, o.mode.release, base)
+	}
+	w.released('U', o, err)
+	if h2.Err() != nil {
+		w.event(o, "double-release", "bad", fmt.Errorf("the second hold's context ended: %w", context.Cause(h2)))
+	} else if n, err := o.t.m.HoldCount(h2); err == nil && n != 1 {
+		w.event(o, "double-release", "bad", fmt.Errorf("the owner has %d holds in Redis after the first hold's release, not 1", n))
+	}
+	w.critical()
+	w.exitAs('x', o, tok2, h2, false)
+	w.releaseAs('u', o, o.mode, h2)
+}
+
+// retryModes holds o's read-write mutex for writing, and for reading through that hold, and
+// releases the write hold into the fault: Unlock fails after its retries. Once Redis answers
+// again it releases the read hold with RUnlock given the write hold's context (which carries
+// the owner), which must release the read hold, not take the pending write release's outcome
+// as its own; then it retries the Unlock, which must return the write release's outcome. A
+// RUnlock that leaves the read hold in Redis is a double release (of the write hold's).
+func (w *chaosWorker) retryModes(o *chaosOp, base context.Context) {
+	read := readMode(o.t.rw)
+	w.beginFaulted(o)
+	h, err := o.mode.lock(base)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	began := time.Now()
+	hr, err := read.lock(h)
+	if err != nil {
+		w.event(o, "reenter", chaosCauseClass(err, h), err)
+		w.exit(o, token, h, false)
+		faulted, err := w.firstRelease(o, o.mode.release, h)
+		if faulted {
+			time.Sleep(chaosOutage)
+			err = w.retried(o, o.mode.release, h)
+		}
+		w.released('U', o, err)
+		return
+	}
+	rtok := w.second(o, read, hr, token, 'r', began, 0)
+	w.critical()
+	w.exit(o, token, h, false)
+	unlocked := time.Now()
+	faulted, err := w.firstRelease(o, o.mode.release, h)
+	if faulted {
+		time.Sleep(time.Until(unlocked.Add(chaosOutage + 500*time.Millisecond))) // Redis answers again
+	}
+	w.exitAs('x', o, rtok, hr, false)
+	w.setStatus("unlock", o)
+	rerr := w.retried(o, read.release, h)
+	w.released('u', o, rerr)
+	if rerr == nil {
+		if r, _, err := o.t.rw.HoldCount(h); err == nil && r != 0 {
+			w.event(o, "double-release", "bad", fmt.Errorf("RUnlock returned nil, but the owner still has %d read holds in Redis", r))
+		}
+	}
+	if faulted {
+		w.setStatus("retried unlock", o)
+		err = w.retried(o, o.mode.release, h)
+	}
+	w.released('U', o, err)
 }
 
 // critical is the critical section: a sleep of 0-2 ms.
@@ -1717,8 +2276,11 @@ func (w *chaosWorker) line(kind byte, o *chaosOp, a, b, msg string) {
 func (w *chaosWorker) begin(o *chaosOp, bound time.Duration) {
 	w.setStatus(o.name, o)
 	msg := ""
-	if o.n > 0 {
+	switch {
+	case o.n > 0:
 		msg = strconv.FormatInt(o.n, 10)
+	case o.lease > 0:
+		msg = strconv.FormatInt(int64(o.lease), 10)
 	}
 	w.line('B', o, o.name, strconv.FormatInt(int64(bound), 10), msg)
 }
@@ -1759,6 +2321,11 @@ func (w *chaosWorker) enter(o *chaosOp, h context.Context) int64 {
 // exit logs the end of the critical section of the hold h, with the cause if h ended early (a
 // deadline of the caller's context does not count when deadlineOK).
 func (w *chaosWorker) exit(o *chaosOp, token int64, h context.Context, deadlineOK bool) {
+	w.exitAs('X', o, token, h, deadlineOK)
+}
+
+// exitAs is exit logged as kind: X, or x for a call's second hold.
+func (w *chaosWorker) exitAs(kind byte, o *chaosOp, token int64, h context.Context, deadlineOK bool) {
 	state, msg := "ok", ""
 	if h.Err() != nil {
 		cause := context.Cause(h)
@@ -1766,18 +2333,27 @@ func (w *chaosWorker) exit(o *chaosOp, token int64, h context.Context, deadlineO
 			state, msg = chaosClass(cause), cause.Error()
 		}
 	}
-	w.line('X', o, strconv.FormatInt(token, 10), state, msg)
+	w.line(kind, o, strconv.FormatInt(token, 10), state, msg)
 }
 
 // release releases the hold h with mode's release and logs the outcome (a U line).
 func (w *chaosWorker) release(o *chaosOp, mode chaosMode, h context.Context) {
+	w.releaseAs('U', o, mode, h)
+}
+
+// releaseAs is release logged as kind: U, or u for a call's second hold.
+func (w *chaosWorker) releaseAs(kind byte, o *chaosOp, mode chaosMode, h context.Context) {
 	w.setStatus("unlock", o)
-	err := w.retried(o, mode.release, h)
+	w.released(kind, o, w.retried(o, mode.release, h))
+}
+
+// released logs the outcome err of a release as kind (U or u).
+func (w *chaosWorker) released(kind byte, o *chaosOp, err error) {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	w.line('U', o, chaosClass(err), "-", msg)
+	w.line(kind, o, chaosClass(err), "-", msg)
 }
 
 // retried calls release(h); a release that failed without a verdict (transport or Redis

@@ -14,8 +14,8 @@ package failover_test
 // kill -9 failover. The trial counts can be changed with RLOCK_FAILOVER_TRIALS (cluster, default
 // 20), RLOCK_FAILOVER_KILL_ROUNDS (default 4), RLOCK_FAILOVER_SENTINEL_TRIALS (default 3) and
 // RLOCK_FAILOVER_ROUNDS (the in-sync tests, default 2). The cluster tests take about 2.5
-// minutes in all, the Sentinel ones about 3. make test runs the in-sync ones and the kill -9
-// one with a 6s lease, one round each.
+// minutes in all, the Sentinel ones about 3. make test runs the in-sync ones, the kill -9
+// one with a 6s lease and the kill -9 right after a hold (afterhold_test.go), one round each.
 
 import (
 	"bufio"

@@ -22,6 +22,14 @@ import (
 // does not wait for it. A server this process started has Kill and Start instead.
 func Crash(t *testing.T, n Node) (restart func()) {
 	t.Helper()
+	return PrepareCrash(t, n)()
+}
+
+// PrepareCrash reads what Crash needs to know of n (its command line, settings and PID) and
+// returns the kill that Crash does, which then sends SIGKILL at once: a test can kill the
+// server within microseconds of a call of its own.
+func PrepareCrash(t *testing.T, n Node) (kill func() (restart func())) {
+	t.Helper()
 	get := func(name string) string {
 		kv, err := n.Do(t, "CONFIG", "GET", name).AsStrMap()
 		require.NoError(t, err)
@@ -39,6 +47,16 @@ func Crash(t *testing.T, n Node) (restart func()) {
 		later = append(later, "cluster-node-timeout", get("cluster-node-timeout"))
 	}
 	pid := n.PID(t)
+	return func() func() {
+		t.Helper()
+		return crash(t, n, pid, args, later)
+	}
+}
+
+// crash kills n, whose process is pid, and returns the function that starts it again with
+// args, setting later.
+func crash(t *testing.T, n Node, pid int, args, later []string) (restart func()) {
+	t.Helper()
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil || zombie(pid) }, 5*time.Second, time.Millisecond)
 	var once bool

@@ -31,6 +31,8 @@ type faultKind int
 const (
 	faultDropRequest faultKind = iota // cut before forwarding the request
 	faultDropReply                    // forward the request, lose its reply, then cut
+	faultHoldRequest                  // forward the request, and what follows it, once released
+	faultHoldReply                    // forward the request; its reply, and what follows, once released
 )
 
 // armedFault is one armed DropRequest or DropReply; a connection claims it by swapping it out.
@@ -38,6 +40,7 @@ type armedFault struct {
 	kind   faultKind
 	match  func(cmd []string) bool
 	outage time.Duration // DropReplyThenOutage: the outage that starts as the reply is lost
+	hold   chan struct{} // HoldRequest, HoldReply: closed by the release function
 }
 
 // Proxy is a TCP proxy in front of Redis servers (one listener per server) that injects
@@ -88,6 +91,33 @@ func NewProxy(t testing.TB, targets ...string) *Proxy {
 // Addr is the listening address of the proxy's first target.
 func (p *Proxy) Addr() string { return p.lns[0].Addr().String() }
 
+// Routes returns "target=listener" for each target, comma-separated: what another process
+// needs to dial through the proxy (see DialRoutes).
+func (p *Proxy) Routes() string {
+	var parts []string
+	for target, l := range p.route {
+		parts = append(parts, target+"="+l)
+	}
+	return strings.Join(parts, ",")
+}
+
+// DialRoutes is a rueidis DialCtxFn that dials through a proxy of another process, whose
+// Routes are routes: a target's listener instead of the target, any other address directly.
+func DialRoutes(routes string) func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	m := make(map[string]string)
+	for _, kv := range strings.Split(routes, ",") {
+		if target, l, ok := strings.Cut(kv, "="); ok {
+			m[target] = l
+		}
+	}
+	return func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if l, ok := m[addr]; ok {
+			addr = l
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
 // Dial is a rueidis DialCtxFn: it connects to a target's listener instead of the target, and
 // to any other address (a sentinel) directly.
 func (p *Proxy) Dial(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
@@ -114,6 +144,28 @@ func (p *Proxy) DropReply(match func(cmd []string) bool) {
 // the request, before its connection is cut: the client's first retry finds no server.
 func (p *Proxy) DropReplyThenOutage(match func(cmd []string) bool, d time.Duration) {
 	p.fault.Store(&armedFault{kind: faultDropReply, match: match, outage: d})
+}
+
+// HoldRequest arms the proxy: the next request that match accepts, and every later one on its
+// connection, reaches the server only once release is called (a request slow on its way);
+// other connections flow. Calling release more than once, or before the fault fired, is fine.
+func (p *Proxy) HoldRequest(match func(cmd []string) bool) (release func()) {
+	return p.armHold(faultHoldRequest, match)
+}
+
+// HoldReply arms the proxy: the next request that match accepts is forwarded, but the server's
+// bytes on its connection from then on (its reply, and what follows) reach the client only
+// once release is called (a reply slow on its way); other connections flow.
+func (p *Proxy) HoldReply(match func(cmd []string) bool) (release func()) {
+	return p.armHold(faultHoldReply, match)
+}
+
+// armHold arms a fault of kind (HoldRequest or HoldReply) and returns its release function.
+func (p *Proxy) armHold(kind faultKind, match func(cmd []string) bool) func() {
+	f := &armedFault{kind: kind, match: match, hold: make(chan struct{})}
+	p.fault.Store(f)
+	var once sync.Once
+	return func() { once.Do(func() { close(f.hold) }) }
 }
 
 // Outage cuts every open connection now and, for d, closes each new connection (with a
@@ -249,10 +301,11 @@ type proxyConn struct {
 	client, server net.Conn
 	closeOnce      sync.Once
 
-	nonce      []byte        // set before dropping becomes true
-	dropping   atomic.Bool   // DropReply fired: server bytes are no longer forwarded
-	found      chan struct{} // closed when the nonce came back from the server
-	serverDone chan struct{} // closed when serverToClient returns
+	nonce      []byte                        // set before dropping becomes true
+	dropping   atomic.Bool                   // DropReply fired: server bytes are no longer forwarded
+	replyHold  atomic.Pointer[chan struct{}] // HoldReply fired: server bytes wait for it to close
+	found      chan struct{}                 // closed when the nonce came back from the server
+	serverDone chan struct{}                 // closed when serverToClient returns
 }
 
 // close closes both sides and forgets the connection.
@@ -316,13 +369,33 @@ func (c *proxyConn) clientToServer() {
 			}
 			continue
 		}
-		if f.kind == faultDropRequest {
+		switch f.kind {
+		case faultDropRequest:
 			_ = w.Flush() // the requests before it go through
 			c.close()
 			return
+		case faultHoldRequest:
+			if w.Flush() != nil { // the requests before it go through
+				c.close()
+				return
+			}
+			select {
+			case <-f.hold:
+			case <-c.p.done:
+				return
+			case <-c.serverDone:
+				return
+			}
+		case faultHoldReply:
+			c.replyHold.Store(&f.hold)
+		case faultDropReply:
+			c.dropReply(w, raw, f.outage)
+			return
 		}
-		c.dropReply(w, raw, f.outage)
-		return
+		if _, err := w.Write(raw); err != nil {
+			c.close()
+			return
+		}
 	}
 }
 
@@ -377,6 +450,13 @@ func (c *proxyConn) serverToClient() {
 				if held := c.p.holding(); held != nil {
 					select {
 					case <-held:
+					case <-c.p.done:
+						return
+					}
+				}
+				if held := c.replyHold.Load(); held != nil {
+					select {
+					case <-*held:
 					case <-c.p.done:
 						return
 					}

@@ -30,3 +30,8 @@ const (
 	// counter keeps the last term handed out.
 	FieldTerm = "\x01t"
 )
+
+// MaxExact is 2^53, the largest integer the scripts keep exact: Lua's numbers are doubles. A
+// Semaphore has at most this many permits, and a fencing counter holds an integer from
+// -MaxExact to MaxExact (lib.lua's MAX_TOKEN); at MaxExact it gives no new token.
+const MaxExact = 1 << 53

@@ -38,10 +38,11 @@ func TestParseGrant(t *testing.T) {
 }
 
 // The grant message the scripts build (queue.lua's grantMessage) is the one ParseMessage
-// and ParseGrant read: its fields in that order, NUL-separated.
+// and ParseGrant read: its fields in that order, NUL-separated, the numbers in digits (Lua's
+// own conversion writes more than 14 digits in exponent form).
 func TestGrantMessageMatchesQueueLua(t *testing.T) {
 	assert.Contains(t, luaSource("queue.lua"),
-		"return '@' .. addr .. '\\0' .. req .. '\\0' .. tok .. '\\0' .. claim\n")
+		"return '@' .. addr .. '\\0' .. req .. '\\0' .. string.format('%d', tok) .. '\\0' .. string.format('%d', claim)\n")
 }
 
 func TestParseLeaderMessage(t *testing.T) {

@@ -193,9 +193,9 @@ type StateWaiter struct {
 	Deadline time.Duration // until its place lapses
 }
 
-// ErrBadCounter is a fencing counter that is not an integer below 2^63-1 (state.lua reads it
-// as it is).
-var ErrBadCounter = errors.New("fencing counter is not a number below 2^63-1")
+// ErrBadCounter is a fencing counter that is not an integer from -2^53 to 2^53 (see MaxExact;
+// state.lua reads it as it is).
+var ErrBadCounter = errors.New("fencing counter is not an integer from -2^53 to 2^53")
 
 // ParseState reads state.lua's reply: {kind, fencing counter, permits, holders as {owner,
 // count, mode, lease ms}..., waiters as {owner, mode, permits, deadline ms}...}.
@@ -213,7 +213,7 @@ func ParseState(reply []rueidis.RedisMessage) (StateReply, error) {
 	if tok, err = reply[1].ToString(); err != nil {
 		return StateReply{}, ErrBadReply
 	}
-	if st.Token, err = strconv.ParseInt(tok, 10, 64); err != nil {
+	if st.Token, err = strconv.ParseInt(tok, 10, 64); err != nil || st.Token > MaxExact || st.Token < -MaxExact {
 		return StateReply{}, ErrBadCounter
 	}
 	if st.Permits, err = reply[2].AsInt64(); err != nil {

@@ -12,11 +12,15 @@
 -- Returns {1, hold count, token} when acquired or re-entered (token 0 without fencing; a
 -- re-entry keeps the hold's token), or {0, pttl} when another owner holds it (pttl -1: the
 -- hash has no expiry). Everything is read before anything is written: a key of the wrong type
--- or a fencing counter that is not a number raises an error with nothing changed.
+-- or a bad fencing counter (see counterError) raises an error with nothing changed.
 -- A re-entry sets the lease to at least ARGV[2]: a lease is never shortened (see keepFor).
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local what, n = plainRead(KEYS[1], owner, req, mode) -- see mutex.lua
 if what == 'free' then
+  local bad = counterError(KEYS[2], true)
+  if bad then
+    return bad
+  end
   local t = fence(KEYS[2], true)
   takeHold(KEYS[1], owner, req, ARGV[2], t, '')
   return {1, 1, t}

@@ -84,13 +84,49 @@ local function record(key, owner, req, count)
   end
 end
 
--- badCounter reports whether fencing counter value v (or nil) is not an integer below 2^63-1.
+-- MAX_TOKEN is 2^53: Lua's numbers (doubles) keep every integer up to it exact, and none above
+-- all. A fencing counter past it is refused (badCounter), and one at it gives no new token
+-- (counterError, counterFull).
+local MAX_TOKEN = '9007199254740992'
+
+-- badCounter reports whether fencing counter value v (or nil) is not an integer from -2^53 to
+-- 2^53 written as Redis writes integers (no '+', no leading zero).
 local function badCounter(v)
-  return v and (not string.match(v, '^%-?%d+$') or #v > 19 or (#v == 19 and v >= '9223372036854775807'))
+  if not v then
+    return false
+  end
+  local digits = string.match(v, '^%-?([1-9]%d*)$')
+  if v == '0' then
+    return false
+  end
+  return not digits or #digits > 16 or (#digits == 16 and digits > MAX_TOKEN)
 end
 
--- fence returns the fencing counter at key: incremented for a new hold (new true), read
--- otherwise; 0 without a key name.
+-- counterFull returns the error reply for a new token from a counter at 2^53.
+local function counterFull()
+  return redis.error_reply('ERR fencing counter reached 2^53: no exact token is left')
+end
+
+-- counterError returns the error reply for fencing counter key (false: none) when its value is
+-- bad (see badCounter) or, when a new token is to be taken from it (new), when it reached 2^53;
+-- else nil. Scripts call it before they write anything.
+local function counterError(key, new)
+  if not key then
+    return nil
+  end
+  local v = redis.call('get', key)
+  if badCounter(v) then
+    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  end
+  if new and v == MAX_TOKEN then
+    return counterFull()
+  end
+  return nil
+end
+
+-- fence returns the fencing counter at key: incremented for a new hold (new true; the caller
+-- made sure the counter is below 2^53, see counterError), read otherwise (a bad counter raises
+-- an error: callers read before they write); 0 without a key name.
 local function fence(key, new)
   if not key then
     return 0
@@ -98,5 +134,9 @@ local function fence(key, new)
   if new then
     return redis.call('incr', key)
   end
-  return tonumber(redis.call('get', key) or '0')
+  local v = redis.call('get', key) or '0'
+  if badCounter(v) then
+    error({err = 'ERR fencing counter is not an integer or out of range'})
+  end
+  return tonumber(v)
 end

@@ -49,7 +49,11 @@ for i = 1, #ARGV - 5 do
   else
     m.what, m.x = plainRead(m.H, owner, req, mode)
     if m.what == 'free' then
-      m.x = counterBad(m.F, m.extra)
+      local cur
+      m.x, cur = counterBad(m.F, m.extra)
+      if not m.x and cur == MAX_TOKEN then
+        m.x = counterFull() -- no exact token is left
+      end
       if m.x then
         m.what = 'bad'
       end
@@ -118,10 +122,15 @@ end
 
 local out = {1}
 for i, m in ipairs(ms) do
+  if m.what ~= 'free' then
+    -- (read before anything is written: a bad counter raises, see fence)
+    out[2 * i + 1] = fence(m.extra == '1' and m.F, false)
+  end
+end
+for i, m in ipairs(ms) do
   if m.what == 'free' then
     out[2 * i], out[2 * i + 1] = 1, takeFair(m, m.pop, t)
   else -- 'held'
-    out[2 * i + 1] = fence(m.extra == '1' and m.F, false)
     out[2 * i] = reenterHold(m.H, owner, req, m.lease)
     if m.fair and redis.call('zscore', m.D, entry) then
       leaveQueue(m.Q, m.D, entry) -- queued before the owner took it elsewhere

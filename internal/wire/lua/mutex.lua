@@ -21,8 +21,9 @@ local function readHold(H, owner, req)
 end
 
 -- counterBad reads fencing counter F if a new hold whose queue entry has extra extra takes a
--- token (needsToken), and returns an error reply if the counter cannot give one (see
--- badCounter), else nil; and the value read (false: none).
+-- token (needsToken), and returns an error reply if the counter is bad (see badCounter), else
+-- nil; and the value read (false: none). A counter at 2^53 (MAX_TOKEN) is not bad, but gives no
+-- new token: an attempt fails (counterFull), a release wakes the head instead (handOver).
 local function counterBad(F, extra)
   local cur = needsToken(extra) and redis.call('get', F)
   if cur and badCounter(cur) then
@@ -117,6 +118,8 @@ local function fairRead(H, Q, F, owner, req, extra, mode)
     local bad, cur = counterBad(F, extra)
     if bad then
       return 'bad', bad
+    elseif cur == MAX_TOKEN then
+      return 'bad', counterFull()
     end
     return 'free', cur
   end
@@ -137,9 +140,12 @@ local function fairRead(H, Q, F, owner, req, extra, mode)
   end
   local pttl = redis.call('pttl', H)
   -- Check the counter now: purging dead waiters writes before a new hold's token would.
+  -- (From here on the call takes a new hold or waits for one: at 2^53 it can have no token.)
   local bad, cur = counterBad(F, extra)
   if bad then
     return 'bad', bad
+  elseif cur == MAX_TOKEN then
+    return 'bad', counterFull()
   end
   if pttl == -2 and graceLeft() > 0 then
     pttl = graceLeft() -- a restarted server: as if held until its grace has passed
@@ -237,9 +243,10 @@ end
 -- handOver frees fair lock H for the queue Q (deadlines D) at server time t: it drops the dead
 -- heads (see liveHead) and gives the lock to the live head, with a token from counter F if its
 -- entry needs one (newToken), a lease of its claim and the fields its kind writes, tells it so
--- on channel C and tells observers (announce); a head that asked for no claim is only woken. A
--- bad fencing counter returns an error reply before H is touched. Returns the clients the
--- message on C reached (or that error), and whether it granted the lock.
+-- on channel C and tells observers (announce); a head that asked for no claim, or for a token
+-- from a counter at 2^53 (whose own attempt then fails), is only woken. A bad fencing counter
+-- returns an error reply before H is touched. Returns the clients the message on C reached (or
+-- that error), and whether it granted the lock.
 local function handOver(H, Q, D, C, F, t)
   local head = liveHead(Q, D, t)
   if not head then
@@ -256,6 +263,9 @@ local function handOver(H, Q, D, C, F, t)
     return bad, false
   end
   redis.call('del', H)
+  if cur == MAX_TOKEN then
+    return redis.call(PUBLISH, C, '@' .. owner), false
+  end
   local tok = newToken(F, extra, t, cur)
   redis.call('hset', H, owner, 1, FIELD_GRANT, req, holdFields(extra, tok))
   redis.call('pexpire', H, claim)

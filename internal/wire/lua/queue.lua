@@ -94,5 +94,6 @@ end
 -- lock with fencing token tok and a lease of claim ms (from the moment the script ran). The
 -- messages on a lock's channel, and how the client reads them: see ../message.go.
 local function grantMessage(addr, req, tok, claim)
-  return '@' .. addr .. '\0' .. req .. '\0' .. tok .. '\0' .. claim
+  -- (string.format: Lua writes a number of more than 14 digits in exponent form)
+  return '@' .. addr .. '\0' .. req .. '\0' .. string.format('%d', tok) .. '\0' .. string.format('%d', claim)
 end

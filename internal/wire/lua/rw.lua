@@ -26,7 +26,8 @@ end
 -- told so on channel C (direct handoff, see queue.lua); a writer takes a fencing token from
 -- counter F if its entry asks for one (the caller checked F), a reader the counter as it is.
 -- An entry that asked for no claim, or whose owner already holds that way (two calls of one
--- owner: one grant record per owner and access), is woken to take the lock itself. Returns the
+-- owner: one grant record per owner and access), or a writer that asked for a token when the
+-- counter reached 2^53, is woken to take the lock itself. Returns the
 -- clients the messages reached. known, if the caller knows them after dropping lapsed holds:
 -- {writer = the writer field or false, held = whether any hold is left, head = the queue's
 -- head once purged (see purgeQueue)}.
@@ -69,7 +70,8 @@ local function grantRW(H, L, Q, D, C, F, t, known)
       return 0
     end
     local field, req, claim, fenced = splitEntry(head)
-    if not req or claim == 0 then
+    if not req or claim == 0 or (fenced == '1' and redis.call('get', F) == MAX_TOKEN) then
+      -- (at 2^53 no exact token is left: woken, its own attempt fails)
       return redis.call(PUBLISH, C, '@' .. field)
     end
     local woken = give(head, field, req, claim, fence(fenced == '1' and F, true), string.sub(field, 3))

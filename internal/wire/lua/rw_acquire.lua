@@ -43,8 +43,9 @@ if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
   if mode ~= 'take' then
     return {0, -2, 0}
   end
-  if counter and badCounter(redis.call('get', counter)) then
-    return redis.error_reply('ERR fencing counter is not an integer or out of range')
+  local bad = counterError(counter, acc == 'w')
+  if bad then
+    return bad
   end
   local t = now()
   local rec = owner ~= req and marker(req, owner)
@@ -80,8 +81,11 @@ if fair then
 else
   wn = redis.call('zcard', W)
 end
-if counter and badCounter(redis.call('get', counter)) then
-  return redis.error_reply('ERR fencing counter is not an integer or out of range')
+-- (A writer without a write hold takes a new one or waits for one: at 2^53 it can have no
+-- token.)
+local bad = counterError(counter, acc == 'w' and not f[3])
+if bad then
+  return bad
 end
 
 if dropLapsedRW(H, L, t, deadL) > 0 then

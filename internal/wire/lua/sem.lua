@@ -58,7 +58,7 @@ local function grantPermits(H, L, Q, D, C, t, used, permits, head)
   while head do
     local id, req, claim, n = splitEntry(head)
     n = tonumber(n)
-    if not n or used + n > permits then
+    if not n or n > permits - used then -- (not used + n: a sum past 2^53 would round)
       break
     end
     if not req or claim == 0 then

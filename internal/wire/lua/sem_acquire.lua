@@ -10,7 +10,8 @@
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] request id (equal to the hold id; a hold that exists is this request's)
 -- ARGV[4] mode: 'take' or 'resolve' (report whether the hold exists, change nothing)
--- ARGV[5] permits of the semaphore
+-- ARGV[5] permits of the semaphore (at most 2^53, the integers Lua keeps exact: the library
+--         refuses more), stored and compared as given
 -- ARGV[6] n, permits this hold takes (1..permits)
 -- ARGV[7] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[8] 'wait' to join (or refresh its place in) the queue, 'try' never to join
@@ -39,7 +40,7 @@ if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
   end
   if n <= permits then
     local t = now()
-    redis.call('hset', H, id, n, FIELD_KIND, 'sem', FIELD_PERMITS, permits, FIELD_USED, n)
+    redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6])
     redis.call('zadd', L, t + lease, id)
     redis.call('pexpire', H, lease)
     redis.call('pexpire', L, lease)
@@ -58,7 +59,7 @@ local t = now()
 local deadL = redis.call('zrangebyscore', L, '-inf', t)
 local deadD = redis.call('zrangebyscore', D, '-inf', t)
 local head = redis.call('lindex', Q, 0)
-if stored and tonumber(stored) ~= permits and
+if stored and stored ~= ARGV[5] and
     (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
@@ -88,7 +89,7 @@ if ends or mode == 'resolve' then
 end
 
 local grace = graceLeft() -- a restarted server grants nothing new until its grace has passed
-if (not head or head == entry) and used + n <= permits and grace == 0 then
+if (not head or head == entry) and n <= permits - used and grace == 0 then -- (a sum could round)
   used = used + n
   redis.call('hset', H, id, n)
   redis.call('zadd', L, t + lease, id)
@@ -105,7 +106,7 @@ if join then
   joined = joinQueue(Q, D, entry, t, wait, freshD)
   head = head or entry
 end
-if got[1] and tonumber(stored) == permits and #deadL == 0 and not purged then
+if got[1] and stored == ARGV[5] and #deadL == 0 and not purged then
   -- Nothing held changed and the hash has its fields: the hash and the leases (which share
   -- its expiry, see keepSem) only must outlive this waiter's place; their expiry covers every
   -- lease and every other place already. Both have one (the script that made them set it, and

@@ -9,7 +9,7 @@ local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()
-if stored and tonumber(stored) ~= permits and
+if stored and stored ~= ARGV[1] and
     (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
