@@ -138,10 +138,12 @@ func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRel
 			h.acc[acc].count--
 		}
 		switch {
-		case rel.total == 0 && h.live():
-			// Redis has nothing more of the owner, but holds of the other access are still
-			// counted here: their lease ran out there before the reaper came round to them.
-			// They are lost, not released: their releases report ErrLockLost.
+		case h.counted() && (rel.total == 0 || !h.live()):
+			// Holds of the other access are still counted here, and Redis has nothing more of
+			// the owner (their lease ran out there before the reaper came round to them), or
+			// the reaper found their lease gone already. They are lost, not released: the
+			// contexts end with ErrLockLost (those of a fixed lease whose timer has not fired
+			// yet too), and their releases report it.
 			c.lose(sh, h)
 		case rel.total == 0 || !h.live():
 			// The owner holds nothing more (in Redis, or here whose lease is not gone).

@@ -753,8 +753,7 @@ func (r *chaosRun) record(proc int, name, owner, kind, outcome string, now time.
 }
 
 // chaosEnded reports whether a hold context in state (see exit) had ended by the end of its
-// critical section: lost, at its deadline, or cancelled (which countErr allows only for a fixed
-// lease that had run out).
+// critical section: lost, at its deadline, or cancelled (which countErr fails).
 func chaosEnded(state string) bool {
 	return state == "lost" || state == "deadline" || state == "canceled"
 }
@@ -827,12 +826,12 @@ func chaosVerdict(event, class string) (string, int) {
 // countErr judges an error event of class at event, logged at child time ts by line s
 // during call, about holds (none given: the call's hold, and the write hold a downgrade
 // ended), and counts it unless it is expected. A hold context that ended at its deadline
-// (class deadline) is the end of a fixed lease, tolerated for holds that have one; so is one
-// cancelled (class canceled) once its fixed lease had run out: the release of the owner's other
-// mode ended the record while this lease's timer had not yet fired (its release then reports
-// ErrLockLost). A loss, or such an end, reported before the lease of every one of them could
-// have run out (see chaosLossFrom; a call that holds nothing: half a watchdog lease after it
-// began) counts as "lost-early", which fails the test. Called with mu held.
+// (class deadline) is the end of a fixed lease, tolerated for holds that have one (one that the
+// owner's release of its other mode ended as released, class canceled, after its lease had run
+// out but before its timer fired fails: such a record ends lost). A loss, or such an end,
+// reported before the lease of every one of them could have run out (see chaosLossFrom; a call
+// that holds nothing: half a watchdog lease after it began) counts as "lost-early", which fails
+// the test. Called with mu held.
 func (r *chaosRun) countErr(call *chaosCall, event, class string, ts int64, s string, holds ...*chaosHold) {
 	kind, verdict := chaosVerdict(event, class)
 	if verdict == chaosExpected {
@@ -851,7 +850,7 @@ func (r *chaosRun) countErr(call *chaosCall, event, class string, ts int64, s st
 			some, fixed = true, fixed && h.fixed
 		}
 	}
-	leaseEnd := some && fixed && event == "hold-ended" && (class == "deadline" || class == "canceled")
+	leaseEnd := some && fixed && event == "hold-ended" && class == "deadline"
 	if leaseEnd {
 		verdict = chaosTolerated
 	}
