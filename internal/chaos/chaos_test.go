@@ -56,7 +56,7 @@ package chaos_test
 //     that outlives every call is a hold the library kept for nobody;
 //   - no call returns an error the API does not allow for it; ErrLockLost is allowed only once
 //     the hold's lease could have run out: half the watchdog's after the hold began (holds last
-//     milliseconds), or most of a fixed lease (a tenth less, the library's margin, and 2 ms),
+//     milliseconds), or most of a fixed lease (a tenth less, about the library's margin, and 2 ms),
 //     counted from when the call (or a re-entry with a shorter lease) began;
 //   - no double releases (see the outage child);
 //   - no leftovers: each child, after Close, has no subscription left on any of its connections
@@ -437,8 +437,9 @@ func (h *chaosHold) excused() bool { return h.ctxEnded && !h.lostEarly }
 
 // chaosLossFrom is the earliest child time at which a hold taken by a call that began at begin
 // and returned at enter may be reported lost. A fixed lease counts from when the acquiring
-// script was sent, after begin, and the library ends it at most a tenth early (localEnd); 2 ms
-// more allow for a busy machine. A watchdog hold is renewed: a loss half a lease after it
+// script was sent, after begin, and the library ends it 1 ms and 0.1 % early (localEnd): no
+// more than a tenth for leases of 11 ms and more, 0.01 ms more at 10 ms (the shortest here); 2 ms
+// more allow for that and a busy machine. A watchdog hold is renewed: a loss half a lease after it
 // began (the script sent no earlier than a round trip before enter) is possible under faults,
 // one before that is not.
 func chaosLossFrom(begin, enter int64, lease, watchdog time.Duration) int64 {
