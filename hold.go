@@ -64,6 +64,16 @@ func (h *hold) live() bool {
 	return false
 }
 
+// counted reports whether h counts holds in some access, lost or not.
+func (h *hold) counted() bool {
+	for _, a := range h.acc {
+		if a.count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // fixed reports whether h has live holds in an access that nothing renews (only fixed
 // leases): the watchdog's renewals do not check them.
 func (h *hold) fixed() bool {

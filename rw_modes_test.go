@@ -119,6 +119,39 @@ func TestRWModes_fixedModeNotRenewed(t *testing.T) {
 	})
 }
 
+// TestRWModes_lostModeEndsLostAtOtherRelease: an owner holds for writing with the watchdog
+// (WatchdogTimeout 300ms) and for reading with a fixed 5s lease; an outage of 600ms outlasts
+// the write lease, which the reaper finds gone (the record and its contexts live on with the
+// read hold). The RUnlock that follows releases the read hold, and with it the owner's last
+// hold in Redis: the record ends, and since it still counts the write hold, whose lease ran
+// out unreleased, it ends lost: the contexts' cause is ErrLockLost, not context.Canceled (as
+// if every hold had been released), and Unlock reports ErrLockLost. (The same end, for a
+// fixed write lease that ran out just before the read's release, before its timer fired, was
+// seen in TestChaos and TestRWModes_stressNoOverlap.)
+func TestRWModes_lostModeEndsLostAtOtherRelease(t *testing.T) {
+	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+		e := newEnv(t)
+		p := e.newProxy()
+		c := e.through(p).client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+		mw := k.new(c, "l")
+		mr := k.new(c, "l", rlock.WithLease(5*time.Second))
+		w, err := mw.Lock(bg)
+		require.NoError(t, err)
+		r, err := mr.RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		require.NoError(t, err)
+		p.Outage(600 * time.Millisecond)
+		time.Sleep(700 * time.Millisecond) // past the write lease; Redis answers again
+		read, write, err := mr.HoldCount(r)
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 0}, []int{read, write}, "the write lease ran out in Redis, the read lease did not")
+		require.NoError(t, mr.RUnlock(r), "the read hold is released")
+		require.Error(t, w.Err(), "the owner holds nothing more")
+		assert.ErrorIs(t, context.Cause(w), rlock.ErrLockLost, "the write hold was lost, not released")
+		assert.ErrorIs(t, mw.Unlock(w), rlock.ErrLockLost)
+		requireNothingHeld(t, e, "both holds are over")
+	})
+}
+
 // TestRWModes_restartEndsMixedHolds: an owner holds an RWMutex for reading with the watchdog
 // and for writing with a fixed 30s lease (which no renewal checks), plain and fair; the server
 // is killed and started again without its data. The hold contexts end with ErrLockLost within

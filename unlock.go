@@ -44,7 +44,7 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 	}
 	sh := lk.sh
 	sh.mu.Lock()
-	if hc != nil && hc.h.acc[acc].lost && hc.h.acc[acc].count > 0 && hc.unlock[acc].request == "" {
+	if hc.seenLost(acc) {
 		// A hold of this context in this access whose loss the library already saw: Redis is
 		// not touched (the owner id may hold the lock anew, through another process), and the
 		// holds of the other access (and the contexts) live on.
@@ -68,6 +68,13 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 	if res, ok := l.takeOutcome(hc, acc); ok {
 		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
+	}
+	if hc.seenLost(acc) {
+		// Lost while this call waited for the lane (the reaper may also have removed the
+		// record, which the lookup below would no longer find: ErrNotHeld): as above.
+		hc.h.acc[acc].count--
+		sh.mu.Unlock()
+		return lk.errorf("%w", ErrLockLost)
 	}
 	h := sh.holds[holdKey{lk.keys.Lock, owner}]
 	p := pendingRelease{request: c.requestID(), validAtSend: h.validIn(acc)}
@@ -94,6 +101,12 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		return err
 	}
 	return c.released(sh, lk, h, acc, p, rel)
+}
+
+// seenLost reports whether hc (nil: none) carries a hold in access acc whose loss this process
+// saw, with no release of it in flight. Called with the mutex of hc's shard held.
+func (hc *holdCtx) seenLost(acc access) bool {
+	return hc != nil && hc.h.acc[acc].lost && hc.h.acc[acc].count > 0 && hc.unlock[acc].request == ""
 }
 
 // pendingRelease is one release request, kept across retries.
@@ -138,10 +151,12 @@ func (c *Client) released(sh *shard, lk *lock, h *hold, acc access, p pendingRel
 			h.acc[acc].count--
 		}
 		switch {
-		case rel.total == 0 && h.live():
-			// Redis has nothing more of the owner, but holds of the other access are still
-			// counted here: their lease ran out there before the reaper came round to them.
-			// They are lost, not released: their releases report ErrLockLost.
+		case h.counted() && (rel.total == 0 || !h.live()):
+			// Holds of the other access are still counted here, and Redis has nothing more of
+			// the owner (their lease ran out there before the reaper came round to them), or
+			// the reaper found their lease gone already. They are lost, not released: the
+			// contexts end with ErrLockLost (those of a fixed lease whose timer has not fired
+			// yet too), and their releases report it.
 			c.lose(sh, h)
 		case rel.total == 0 || !h.live():
 			// The owner holds nothing more (in Redis, or here whose lease is not gone).
