@@ -47,25 +47,25 @@ if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
   if bad then
     return bad
   end
-  local t = now()
+  -- a lone hold: its lease is the hash's expiry (see leases.lua)
   local rec = owner ~= req and marker(req, owner)
   if acc == 'w' then
-    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_WRITER, owner, rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, FIELD_WRITER, owner, rec or field,
+      rec and req .. ':1' or 1)
   else
-    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, rec or field, rec and req .. ':1' or 1)
   end
-  redis.call('zadd', L, t + lease, field)
   redis.call('pexpire', H, lease)
-  redis.call('pexpire', L, lease)
   return {1, 1, fence(counter, acc == 'w')}
 end
 
 local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 -- One HMGET reads every field of the hash this call needs: kind, this request's grant, the
--- hold count of this kind, the replay record, the owner's holds of both kinds, the writer.
+-- hold count of this kind, the replay record, the owner's holds of both kinds, the writer, the
+-- lone hold.
 local function fields()
   return redis.call('hmget', H, FIELD_KIND, FIELD_GRANT .. field, field, marker(req, owner), 'r:' .. owner,
-    'w:' .. owner, FIELD_WRITER)
+    'w:' .. owner, FIELD_WRITER, FIELD_LONE)
 end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
@@ -88,6 +88,15 @@ if bad then
   return bad
 end
 
+-- A lone hold (see leases.lua) goes into the leases before this call writes a lease or reads
+-- them all (spreadOnce); a call that only waits or writes nothing leaves it where it is.
+local spreadDone = false
+local function spreadOnce()
+  if not spreadDone then
+    spread(H, L, t, f[8])
+    spreadDone = true
+  end
+end
 if dropLapsedRW(H, L, t, deadL) > 0 then
   f = fields() -- a lapsed hold may have been one of those read
 end
@@ -96,6 +105,7 @@ end
 -- never shortened, so a re-entry with a shorter lease leaves the longer one) and the keys
 -- their expiry.
 local function hold(count, new)
+  spreadOnce()
   redis.call('zadd', L, 'GT', t + lease, field)
   expireWith(H, L, t, 0)
   local tok = fence(counter, new)
@@ -138,8 +148,15 @@ if mode == 'reenter' then
   return {0, -2, 0}
 end
 
--- The latest lease (none when nobody holds): whether anyone holds, and until when.
-local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+-- The latest lease (none when nobody holds): whether anyone holds, and until when; a lone
+-- hold's is the hash's expiry.
+local last
+if f[8] then
+  local ms = redis.call('pttl', H)
+  last = ms > 0 and {f[8], t + ms} or {}
+else
+  last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+end
 local writer = f[7]
 local held = last[2] ~= nil
 local grace = graceLeft()

@@ -26,13 +26,18 @@ local field = acc .. ':' .. owner
 -- hash and the leases expire with the latest lease (see expireWith), so while the hash exists
 -- a lone lease has not ended (to the millisecond that the keys' expiry has).
 -- One HMGET: kind, this hold count, the replay record, the owner's counts of both kinds, the
--- writer.
+-- writer, the lone hold (see leases.lua: while the hash exists, its lease has not ended).
 local function fields()
-  return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER)
+  return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER,
+    FIELD_LONE)
 end
 local got = fields()
 mustBeKind(H, 'rw', got[1])
-local only = got[2] == '1' and not recorded(got[3], req) and redis.call('zrange', L, 0, 1)
+local last1 = got[2] == '1' and not recorded(got[3], req)
+local only = last1 and got[7] == field and {field}
+if last1 and not only then
+  only = redis.call('zrange', L, 0, 1)
+end
 if only and #only == 1 and only[1] == field and (not fair or redis.call('exists', Q, D) == 0) then
   redis.call('del', H, L)
   local woken = 0
@@ -78,6 +83,12 @@ if tonumber(got[2]) > 1 then
   return {count, 0, total()}
 end
 
+-- This hold goes: the lone one (see leases.lua) with its name, and no other hold is left;
+-- else from the leases, where every hold is (another's lone hold moves there first).
+local lone = got[7] == field
+if not lone then
+  spread(H, L, t, got[7])
+end
 mine[acc] = 0
 local left = total()
 local gone = {'hdel', H, field, FIELD_GRANT .. field}
@@ -87,12 +98,20 @@ end
 if left == 0 then
   gone[#gone + 1] = marker(req, owner)
 end
+if lone then
+  gone[#gone + 1] = FIELD_LONE
+end
 redis.call(unpack(gone))
-redis.call('zrem', L, field)
+if not lone then
+  redis.call('zrem', L, field)
+end
 if left ~= 0 then
   record(H, owner, req, 0)
 end
-local last = redis.call('zrange', L, -1, -1, 'WITHSCORES') -- the latest lease left, if any
+local last = {} -- the latest lease left, if any
+if not lone then
+  last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+end
 local holders = #last / 2
 expireWith(H, L, t, 0, last)
 

@@ -39,18 +39,17 @@ if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
     return {0, -2, 0}
   end
   if n <= permits then
-    local t = now()
-    redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6])
-    redis.call('zadd', L, t + lease, id)
+    -- a lone hold: its lease is the hash's expiry (see leases.lua)
+    redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6], FIELD_LONE, id)
     redis.call('pexpire', H, lease)
-    redis.call('pexpire', L, lease)
     return {1, 1, 0}
   end
 end
 
 local entry = queueEntry(id, req, ARGV[9], ARGV[6])
--- One HMGET: the kind, the permit count, the permits in use and this hold's (nil: no hold).
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id)
+-- One HMGET: the kind, the permit count, the permits in use, this hold's (nil: no hold) and the
+-- lone hold (see leases.lua).
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()
@@ -60,9 +59,10 @@ local deadL = redis.call('zrangebyscore', L, '-inf', t)
 local deadD = redis.call('zrangebyscore', D, '-inf', t)
 local head = redis.call('lindex', Q, 0)
 if stored and stored ~= ARGV[5] and
-    (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
+    (got[5] or redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
+spread(H, L, t, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
 
 local used, mine = math.max(tonumber(got[3] or '0'), 0), got[4]
 if #deadL > 0 then

@@ -7,8 +7,14 @@
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
+-- Fast path: this hold is the lone one (see leases.lua: live while the hash exists) and nobody
+-- waits: the keys go.
+if got[4] and got[5] == id and redis.call('exists', Q, D) == 0 then
+  redis.call('del', H, L)
+  return {0, 0}
+end
 -- Fast path: this hold has every permit in use (so it is the only hold), its lease is live,
 -- and nobody waits: the keys go, as the full path below would leave it.
 if got[4] and got[3] == got[4] and redis.call('exists', Q, D) == 0 and
@@ -21,6 +27,7 @@ local t = now()
 -- raises with nothing changed): the holds whose lease ended, and the queue's live head.
 local dead = redis.call('zrangebyscore', L, '-inf', t)
 local head = liveHead(Q, D, t)
+spread(H, L, t, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
 local used, lapsedHolds = dropLapsedSem(H, L, t, tonumber(got[3] or '0'), dead)
 local n = got[4]
 if lapsedHolds > 0 then
