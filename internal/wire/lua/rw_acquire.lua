@@ -70,15 +70,20 @@ end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
 -- Every key is read before anything is written (a key of the wrong type raises with nothing
--- changed): the holds whose lease ended; the waiting writers (plain: their count, which also
--- says whether W exists) or the waiters whose place ran out and the queue (fair).
+-- changed): the holds whose lease ended (none while a lone hold is the only one: see
+-- leases.lua); the waiting writers (plain: their count, which also says whether W exists) or
+-- the waiters whose place ran out and the queue (fair). A writer facing a lone hold reads W
+-- only when it must (its ZADD, the first write, raises for a W of the wrong type).
 local t = now()
-local deadL = redis.call('zrangebyscore', L, '-inf', t)
-local wn, deadD, entries = 0, nil, nil
+local deadL = {}
+if not f[8] then
+  deadL = redis.call('zrangebyscore', L, '-inf', t)
+end
+local wn, deadD, entries = nil, nil, nil
 if fair then
   deadD = redis.call('zrangebyscore', D, '-inf', t)
   entries = redis.call('lrange', Q, 0, -1)
-else
+elseif acc == 'r' or not f[8] then
   wn = redis.call('zcard', W)
 end
 -- (A writer without a write hold takes a new one or waits for one: at 2^53 it can have no
@@ -186,6 +191,13 @@ local function take(new)
   if owner ~= req then
     set[#set + 1], set[#set + 2] = marker(req, owner), req .. ':1' -- its record (see record)
   end
+  if not held and not f[8] then
+    -- nobody holds: a lone hold, its lease the hash's expiry (see leases.lua)
+    set[#set + 1], set[#set + 2] = FIELD_LONE, field
+    redis.call(unpack(set))
+    redis.call('pexpire', H, lease)
+    return {1, 1, fence(counter, new)}
+  end
   redis.call(unpack(set))
   return hold(1, new)
 end
@@ -207,11 +219,12 @@ if not fair then
     -- the usual contended case: wait (refresh the place); the holders' leases bound the sleep
     if join then
       redis.call('zadd', W, t + wait, owner)
-      keepFor(W, wait, wn == 0)
+      keepFor(W, wait, wn == 0) -- (wn nil: not read, W's expiry is extended if it has one)
     end
     return {0, bound(), 1}
   end
   local waiting, queued = 0, nil
+  wn = wn or redis.call('zcard', W)
   if wn > 0 then
     redis.call('zremrangebyscore', W, '-inf', t)
     waiting = redis.call('zcard', W)

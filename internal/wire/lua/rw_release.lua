@@ -51,7 +51,10 @@ end
 -- changed): the holds whose lease ended, the counter the grants need, then (fair) the queue's
 -- head, whose dead waiters purgeQueue drops (it reads the deadlines before it writes).
 local t = now()
-local dead = redis.call('zrangebyscore', L, '-inf', t)
+local dead = {} -- (none while a lone hold is the only one: see leases.lua)
+if not got[7] then
+  dead = redis.call('zrangebyscore', L, '-inf', t)
+end
 local head = false
 if fair then
   if badCounter(redis.call('get', F)) then
