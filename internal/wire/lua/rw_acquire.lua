@@ -70,20 +70,22 @@ end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
 -- Every key is read before anything is written (a key of the wrong type raises with nothing
--- changed): the holds whose lease ended (none while a lone hold is the only one: see
--- leases.lua); the waiting writers (plain: their count, which also says whether W exists) or
--- the waiters whose place ran out and the queue (fair). A writer facing a lone hold reads W
--- only when it must (its ZADD, the first write, raises for a W of the wrong type).
+-- changed): the holds whose lease ended (none while a lone hold is the only one, see
+-- leases.lua, nor without the hash, which the leases never outlive); the waiting writers
+-- (plain: their count, which also says whether W exists) or the waiters whose place ran out
+-- and the queue (fair). A plain writer reads W only when it must, unless lapsed holds are
+-- dropped first: its first use of W is then its first write, which raises for a W of the
+-- wrong type with nothing changed.
 local t = now()
 local deadL = {}
-if not f[8] then
+if f[1] and not f[8] then
   deadL = redis.call('zrangebyscore', L, '-inf', t)
 end
 local wn, deadD, entries = nil, nil, nil
 if fair then
   deadD = redis.call('zrangebyscore', D, '-inf', t)
   entries = redis.call('lrange', Q, 0, -1)
-elseif acc == 'r' or not f[8] then
+elseif acc == 'r' or #deadL > 0 then
   wn = redis.call('zcard', W)
 end
 -- (A writer without a write hold takes a new one or waits for one: at 2^53 it can have no
@@ -155,11 +157,11 @@ end
 
 -- The latest lease (none when nobody holds): whether anyone holds, and until when; a lone
 -- hold's is the hash's expiry.
-local last
+local last = {} -- (none without the hash)
 if f[8] then
   local ms = redis.call('pttl', H)
   last = ms > 0 and {f[8], t + ms} or {}
-else
+elseif f[1] then
   last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
 end
 local writer = f[7]
@@ -224,11 +226,10 @@ if not fair then
     return {0, bound(), 1}
   end
   local waiting, queued = 0, nil
-  wn = wn or redis.call('zcard', W)
-  if wn > 0 then
+  if wn ~= 0 then
     redis.call('zremrangebyscore', W, '-inf', t)
     waiting = redis.call('zcard', W)
-    queued = redis.call('zscore', W, owner)
+    queued = waiting > 0 and redis.call('zscore', W, owner)
     if queued then
       waiting = waiting - 1
     end

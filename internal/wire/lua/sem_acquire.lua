@@ -91,13 +91,17 @@ end
 local grace = graceLeft() -- a restarted server grants nothing new until its grace has passed
 if (not head or head == entry) and n <= permits - used and grace == 0 then -- (a sum could round)
   used = used + n
-  redis.call('hset', H, id, n)
   redis.call('zadd', L, t + lease, id)
+  local held = {id, n} -- written with the permits in use (keepSem: one HSET)
   if head then
     leaveQueue(Q, D, entry)
-    used = grantPermits(H, L, Q, D, C, t, used, permits)
+    local woken, granted
+    used, woken, granted = grantPermits(H, L, Q, D, C, t, used, permits)
+    for _, x in ipairs(granted) do
+      held[#held + 1] = x
+    end
   end
-  keepSem(H, L, Q, D, t, used, permits)
+  keepSem(H, L, Q, D, t, used, permits, held)
   return {1, 1, 0}
 end
 
@@ -110,8 +114,10 @@ if got[1] and stored == ARGV[5] and #deadL == 0 and not purged then
   -- Nothing held changed and the hash has its fields: the hash and the leases (which share
   -- its expiry, see keepSem) only must outlive this waiter's place; their expiry covers every
   -- lease and every other place already. Both have one (the script that made them set it, and
-  -- were it edited away, the next release's keepSem sets it again), so GT alone does.
-  if join then
+  -- were it edited away, the next release's keepSem sets it again), so GT alone does, and
+  -- only when the hash's expiry (which the leases share) ends before this place: a hold's
+  -- lease usually outlives a place.
+  if join and redis.call('pttl', H) < wait then
     redis.call('pexpire', H, wait, 'GT')
     redis.call('pexpire', L, wait, 'GT')
   end

@@ -17,11 +17,12 @@ for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
   redis.call('hdel', H, id)
 end
 redis.call('del', L)
-local used = 0
+local used, granted = 0, nil
 if got[2] then
-  used = grantPermits(H, L, Q, D, C, t, 0, tonumber(got[2]))
+  local woken
+  used, woken, granted = grantPermits(H, L, Q, D, C, t, 0, tonumber(got[2]))
 end
-keepSem(H, L, Q, D, t, used)
+keepSem(H, L, Q, D, t, used, nil, granted)
 if held then
   return 1
 end

@@ -23,8 +23,10 @@ if got[3] and redis.call('hexists', H, id) == 1 then
   redis.call('hdel', H, id)
   redis.call('zrem', L, id)
 end
+local granted
 if got[2] then
-  used = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
+  local woken
+  used, woken, granted = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
 end
-keepSem(H, L, Q, D, t, used)
+keepSem(H, L, Q, D, t, used, nil, granted)
 return 1
