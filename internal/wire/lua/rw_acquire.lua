@@ -31,6 +31,30 @@
 -- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
 -- written. Time is the server's. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
+-- fast path {
+-- None of the lock's keys exists (one EXISTS for all): free, and nobody waits; a hold taken
+-- without fencing is a lone hold (see leases.lua), written before any helper is made (see
+-- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
+local FAST_EXISTS
+if GRACE == 0 and ARGV[6] ~= '1' then
+  FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  if FAST_EXISTS == 0 then
+    if ARGV[4] ~= 'take' then
+      return {0, -2, 0}
+    end
+    local field = ARGV[5] .. ':' .. ARGV[1]
+    local rec = ARGV[1] ~= ARGV[3] and '\0' .. string.sub(ARGV[3], 1, 12) .. ARGV[1]
+    if ARGV[5] == 'w' then
+      redis.call('hset', KEYS[1], field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, FIELD_WRITER, ARGV[1], rec or field,
+        rec and ARGV[3] .. ':1' or 1)
+    else
+      redis.call('hset', KEYS[1], field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, rec or field, rec and ARGV[3] .. ':1' or 1)
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, 1, 0}
+  end
+end
+-- } fast path
 local H, L, W, Q, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local counter = ARGV[6] == '1' and KEYS[6]
@@ -39,7 +63,7 @@ local field = acc .. ':' .. owner
 
 -- Fast path: none of the lock's keys exists (one EXISTS for all): free, and nobody waits (and
 -- no restart grace holds new grants back: see graceLeft).
-if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
+if (FAST_EXISTS or redis.call('exists', H, L, W, Q, D)) == 0 and graceLeft() == 0 then
   if mode ~= 'take' then
     return {0, -2, 0}
   end

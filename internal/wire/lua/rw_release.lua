@@ -17,6 +17,27 @@
 -- Returns {remaining holds of that kind, clients woken, remaining holds of both kinds}; -1 as
 -- the first element: the owner held none of that kind (nothing is written but lapsed holds and
 -- waiters whose place ran out).
+-- fast path {
+-- The owner's last hold is the lone one (see leases.lua: live while the hash exists) and
+-- (fair) nobody queues: the keys go, before any helper is made (see scripts.go); not a repeat
+-- (its record, lib.lua's marker, names another request or none). FAST_GOT and FAST_QUEUED keep
+-- what it read for the body (its fields() and EXISTS).
+local FAST_GOT = redis.call('hmget', KEYS[1], FIELD_KIND, ARGV[3] .. ':' .. ARGV[1],
+  '\0' .. string.sub(ARGV[2], 1, 12) .. ARGV[1], 'r:' .. ARGV[1], 'w:' .. ARGV[1], FIELD_WRITER, FIELD_LONE)
+local FAST_QUEUED
+if FAST_GOT[1] == 'rw' and FAST_GOT[2] == '1' and FAST_GOT[7] == ARGV[3] .. ':' .. ARGV[1] and
+    (not FAST_GOT[3] or string.match(FAST_GOT[3], '^(.*):%d+$') ~= ARGV[2]) then
+  if ARGV[4] ~= 'fair' then
+    redis.call('del', KEYS[1], KEYS[2])
+    return {0, redis.call(PUBLISH, KEYS[6], ARGV[3] == 'w' and '*' or '0'), 0}
+  end
+  FAST_QUEUED = redis.call('exists', KEYS[4], KEYS[5])
+  if FAST_QUEUED == 0 then
+    redis.call('del', KEYS[1], KEYS[2])
+    return {0, 0, 0}
+  end
+end
+-- } fast path
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
@@ -31,14 +52,14 @@ local function fields()
   return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER,
     FIELD_LONE)
 end
-local got = fields()
+local got = FAST_GOT -- fields(), read by the fast path
 mustBeKind(H, 'rw', got[1])
 local last1 = got[2] == '1' and not recorded(got[3], req)
 local only = last1 and got[7] == field and {field}
 if last1 and not only then
   only = redis.call('zrange', L, 0, 1)
 end
-if only and #only == 1 and only[1] == field and (not fair or redis.call('exists', Q, D) == 0) then
+if only and #only == 1 and only[1] == field and (not fair or (FAST_QUEUED or redis.call('exists', Q, D)) == 0) then
   redis.call('del', H, L)
   local woken = 0
   if not fair then

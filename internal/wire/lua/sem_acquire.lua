@@ -28,13 +28,28 @@
 -- {0, pttl, head, joined} when not (pttl: until the first lease ends, -2: none; head 1: the
 -- caller is next; joined 1: this call put its entry in the queue), or {-3, permits stored} when the semaphore is in use with another permit count
 -- (nothing is written).
+-- fast path {
+-- None of the semaphore's keys exists (one EXISTS for all): every permit is free and nobody
+-- waits; the hold is a lone hold (see leases.lua), written before any helper is made (see
+-- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
+local FAST_EXISTS
+if GRACE == 0 and ARGV[4] == 'take' then
+  FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  if FAST_EXISTS == 0 and tonumber(ARGV[6]) <= tonumber(ARGV[5]) then
+    redis.call('hset', KEYS[1], ARGV[1], ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6],
+      FIELD_LONE, ARGV[1])
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, 1, 0}
+  end
+end
+-- } fast path
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
 
 -- Fast path: none of the semaphore's keys exists (one EXISTS for all): every permit is free,
 -- nobody waits, and no restart grace holds new grants back (see graceLeft).
-if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
+if (FAST_EXISTS or redis.call('exists', H, L, Q, D)) == 0 and graceLeft() == 0 then
   if mode ~= 'take' then
     return {0, -2, 0}
   end

@@ -5,16 +5,19 @@
 -- ARGV[1] hold id
 -- Returns {0, clients woken} when released, {-1, 0} when the hold does not exist (released
 -- already, or its lease ended: its permits came back then). A repeat finds nothing to release.
-local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id = ARGV[1]
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
-mustBeKind(H, 'sem', got[1])
--- Fast path: this hold is the lone one (see leases.lua: live while the hash exists) and nobody
--- waits: the keys go.
-if got[4] and got[5] == id and redis.call('exists', Q, D) == 0 then
-  redis.call('del', H, L)
+-- fast path {
+-- This hold is the lone one (see leases.lua: live while the hash exists) and nobody waits: the
+-- keys go, before any helper is made (see scripts.go). FAST_GOT keeps the HMGET for the body.
+local FAST_GOT = redis.call('hmget', KEYS[1], FIELD_KIND, FIELD_PERMITS, FIELD_USED, ARGV[1], FIELD_LONE)
+if FAST_GOT[1] == 'sem' and FAST_GOT[4] and FAST_GOT[5] == ARGV[1] and redis.call('exists', KEYS[3], KEYS[4]) == 0 then
+  redis.call('del', KEYS[1], KEYS[2])
   return {0, 0}
 end
+-- } fast path
+local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id = ARGV[1]
+local got = FAST_GOT -- kind, permits, in use, this hold's permits, the lone hold
+mustBeKind(H, 'sem', got[1])
 -- Fast path: this hold has every permit in use (so it is the only hold), its lease is live,
 -- and nobody waits: the keys go, as the full path below would leave it. (The queue's first
 -- entry, read to tell, serves the full path's liveHead.)
