@@ -95,14 +95,15 @@ local f = fields()
 mustBeKind(H, 'rw', f[1])
 -- Every key is read before anything is written (a key of the wrong type raises with nothing
 -- changed): the holds whose lease ended (none while a lone hold is the only one, see
--- leases.lua, nor without the hash, which the leases never outlive); the waiting writers
--- (plain: their count, which also says whether W exists) or the waiters whose place ran out
--- and the queue (fair). A plain writer reads W only when it must, unless lapsed holds are
--- dropped first: its first use of W is then its first write, which raises for a W of the
--- wrong type with nothing changed.
+-- leases.lua, nor when there are no leases: without the hash, which the leases never outlive,
+-- one ZCARD tells); the waiting writers (plain: their count, which also says whether W exists)
+-- or the waiters whose place ran out and the queue (fair). A plain writer reads W only when it
+-- must, unless lapsed holds are dropped first: its first use of W is then its first write,
+-- which raises for a W of the wrong type with nothing changed.
 local t = now()
 local deadL = {}
-if f[1] and not f[8] then
+local noLeases = not f[8] and not f[1] and redis.call('zcard', L) == 0
+if not f[8] and not noLeases then
   deadL = redis.call('zrangebyscore', L, '-inf', t)
 end
 local wn, deadD, entries = nil, nil, nil
@@ -181,11 +182,11 @@ end
 
 -- The latest lease (none when nobody holds): whether anyone holds, and until when; a lone
 -- hold's is the hash's expiry.
-local last = {} -- (none without the hash)
+local last = {} -- (none without leases)
 if f[8] then
   local ms = redis.call('pttl', H)
   last = ms > 0 and {f[8], t + ms} or {}
-elseif f[1] then
+elseif not noLeases then
   last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
 end
 local writer = f[7]
