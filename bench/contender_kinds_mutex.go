@@ -6,15 +6,15 @@ import (
 	"github.com/rlock-go/rlock"
 )
 
-// The other kinds as mutexes: rows of scenarios 1 (uncontended) and 3 (contended), so that
-// every kind's cost per lock+unlock is measured against the baseline pair, and its cost per
-// acquisition against the floor, in the same run as the Mutex (issue 17). A read hold
-// excludes nothing, so the read rows run only uncontended; the semaphore has 1 permit, so it
-// excludes like a mutex.
+// The other kinds as mutexes: rows of scenarios 1 (uncontended), 3 (contended) and 4
+// (ping-pong), so that every kind's cost per lock+unlock is measured against the baseline
+// pair, and its cost per acquisition against the floor, in the same run as the Mutex (issues
+// 17 and 28). A read hold excludes nothing, so the read rows run only uncontended; the
+// semaphore has 1 permit, so it excludes like a mutex.
 func init() {
 	const common = "rueidis defaults, watchdog 30s, PubSub waits"
 	onlyUncontended := []string{"uncontended"}
-	exclusive := []string{"uncontended", "contended"}
+	exclusive := []string{"uncontended", "contended", "pingpong"}
 	contenders = append(contenders,
 		contenderSpec{
 			ID: "rlock-rw-write", Name: "rlock RWMutex (write)", Waits: true, Renews: true, Only: exclusive,

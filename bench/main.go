@@ -46,6 +46,7 @@ func run() int {
 		holdSizes = flag.String("holds", "", "hold counts of the holds scenario, comma-separated (default 1000,10000,100000; quick: 1000)")
 		cpuProf   = flag.String("cpuprofile", "", "write a Go CPU profile of this process (the in-process scenarios) to this file")
 		mutexProf = flag.String("mutexprofile", "", "write a Go mutex profile (every contention) of this process to this file")
+		workProf  = flag.String("workerprofiles", "", "write Go CPU and mutex profiles of each worker process of the contended scenario (3) to this directory")
 	)
 	flag.Parse()
 	if *replot != "" {
@@ -149,6 +150,16 @@ func run() int {
 		progress: prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor, holdSizes: sizes}
 	if *raw {
 		e.rawDir = filepath.Join(filepath.Dir(*out), "raw")
+	}
+	if *workProf != "" {
+		if err := os.MkdirAll(*workProf, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		if e.workerProfDir, err = filepath.Abs(*workProf); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
 	}
 	res := &Results{Meta: Meta{
 		Started: began.UTC(), Quick: *quick, Command: strings.Join(os.Args[1:], " "),

@@ -8,8 +8,8 @@ import (
 )
 
 // startProfiles starts the profiles that -cpuprofile and -mutexprofile ask for (an empty path:
-// none) of this process: the in-process scenarios (1, 2, 5, 6, 9, 10, 11), not the worker
-// processes. The mutex profile records every contention (fraction 1) from now on. stop writes
+// none) of this process: the in-process scenarios (1, 2, 5, 6, 9, 10, 11); a worker process of
+// the contended scenario starts its own with -workerprofiles. The mutex profile records every contention (fraction 1) from now on. stop writes
 // both files.
 func startProfiles(cpuPath, mutexPath string) (stop func() error, err error) {
 	var cpu *os.File

@@ -85,8 +85,8 @@ func computeRatios(res *Results) []Ratio {
 	if r, n := largestHolds(res.scenario("holds")); r != nil {
 		size := withThousands(n)
 		rs = append(rs,
-			newRatio("Watchdog holds: at most 1 KiB of client heap per hold",
-				"client heap bytes / hold, "+size+" holds", r.value("heap_per_hold"), "<=", 1024),
+			newRatio("Watchdog holds: client heap per hold with the caller's Mutex value counted in, at most 1 KiB",
+				"client heap bytes / hold, the Mutex included, "+size+" holds", r.value("heap_per_hold"), "<=", 1024),
 			newRatio("Watchdog holds: renewal round trips per period at most holds/100 + 1",
 				"renewal round trips / period, "+size+" holds", r.value("round_trips_per_period"), "<=", float64(n/100+1)),
 			newRatio("Watchdog holds: one renewal round trip per node per period",

@@ -23,6 +23,7 @@ type env struct {
 	quick         bool
 	monitor       bool   // count client-sent commands with MONITOR
 	rawDir        string // if set, raw acquisitions are written there
+	workerProfDir string // if set, the contended scenario's workers write Go profiles there
 	holdSizes     []int  // -holds: hold counts of the holds scenario (nil: the default)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,9 @@ func runProcs(ctx context.Context, e *env, job workerJob, scenario string, procs
 	for p := range procs {
 		job.Addrs, job.Cluster = e.redis.Addrs, e.redis.Cluster()
 		job.KeyPrefix, job.Key, job.Proc = e.keyPrefix(scenario, job.Contender), "k", p
+		if e.workerProfDir != "" && !monitor && job.Mode == modeMutex && strings.HasPrefix(scenario, "contended-") {
+			job.Profile = filepath.Join(e.workerProfDir, fmt.Sprintf("%s-%s-proc%d", scenario, job.Contender, p))
+		}
 		w, err := startWorker(ctx, job)
 		if err != nil {
 			return pr, err

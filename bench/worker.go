@@ -35,6 +35,9 @@ type workerJob struct {
 	Mode    string `json:"mode,omitempty"`
 	ReadPct int    `json:"read_pct,omitempty"`
 	Permits int64  `json:"permits,omitempty"`
+	// Profile, if set, is where the worker writes Go profiles of its timed run:
+	// Profile+"-cpu.out" and Profile+"-mutex.out" (-workerprofiles).
+	Profile string `json:"profile,omitempty"`
 }
 
 // Worker modes (workerJob.Mode).
@@ -91,7 +94,16 @@ func workerMain(jobJSON string) int {
 	if err := in.Decode(&sm); err != nil {
 		return fail(fmt.Errorf("no start message: %w", err))
 	}
+	stop := func() error { return nil }
+	if job.Profile != "" {
+		if stop, err = startProfiles(job.Profile+"-cpu.out", job.Profile+"-mutex.out"); err != nil {
+			return fail(err)
+		}
+	}
 	res := runWorkerLoop(job, newOp, time.Unix(0, sm.Start), time.Unix(0, sm.End))
+	if err := stop(); err != nil {
+		return fail(err)
+	}
 	if err := out.Encode(res); err != nil {
 		return 1
 	}

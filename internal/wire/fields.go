@@ -29,6 +29,10 @@ const (
 	// FieldTerm is an election leader's term, beside its hold and gone with it; the fencing
 	// counter keeps the last term handed out.
 	FieldTerm = "\x01t"
+	// FieldLone names the lone hold of an RWMutex or a Semaphore ("r:<owner>", "w:<owner>" or
+	// a hold id) while it is the only one: its lease is then the hash's expiry, and the leases
+	// zset has no entry. A second hold (or a waiter) moves it into the zset first.
+	FieldLone = "\x01o"
 )
 
 // MaxExact is 2^53, the largest integer the scripts keep exact: Lua's numbers are doubles. A

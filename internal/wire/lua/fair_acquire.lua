@@ -33,12 +33,30 @@
 -- anything is written: a key of the wrong type or a bad fencing counter raises an error with
 -- nothing changed.
 -- A re-entry sets the lease to at least ARGV[2]: a lease is never shortened (see keepFor).
+-- fast path {
+-- A free lock (no hash) that nobody waits for (no queue), taken without fencing, before any
+-- helper is made (see scripts.go), as takeFair does it; FAST_EXISTS keeps EXISTS's answer
+-- for fairRead.
+local FAST_EXISTS
+if GRACE == 0 and ARGV[5] ~= '1' and ARGV[4] ~= 'resolve' then
+  FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2])
+  if FAST_EXISTS == 0 then
+    if ARGV[1] == ARGV[3] then
+      redis.call('hset', KEYS[1], ARGV[1], 1)
+    else
+      redis.call('hset', KEYS[1], ARGV[1], 1, '\0' .. string.sub(ARGV[3], 1, 12) .. ARGV[1], ARGV[3] .. ':1')
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, 1, 0}
+  end
+end
+-- } fast path
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
 local a = {H = KEYS[1], Q = KEYS[2], D = KEYS[3], F = KEYS[4], owner = owner, req = req,
   entry = queueEntry(owner, req, ARGV[8], ARGV[5]), extra = ARGV[5], lease = ARGV[2]}
 
-local what, x, head, cur = fairRead(a.H, a.Q, a.F, owner, req, a.extra, mode) -- see mutex.lua
+local what, x, head, cur = fairRead(a.H, a.Q, a.F, owner, req, a.extra, mode, FAST_EXISTS) -- see mutex.lua
 if what == 'free' then
   return {1, 1, takeFair(a, false, nil, x)}
 elseif what == 'bad' then

@@ -5,6 +5,39 @@
 -- These kinds keep their holds' leases in a sorted set, hold -> lease end in server ms, beside
 -- the hash of counts; the keys' own expiry is only the latest
 -- lease end, so that they vanish with the last hold.
+-- Except a lone hold: one taken when none of the lock's keys existed keeps its lease in the
+-- hash's expiry alone, its name in FIELD_LONE, and the zset does not exist (an uncontended
+-- hold writes 2 keys' worth of calls less). Scripts that read leases read both layouts; those
+-- that change holds or waiters move the lone hold into the zset first (spread).
+
+-- spread moves the lone hold lone (FIELD_LONE of hash H, as the caller read it; nil or false:
+-- none) into leases zset L, its lease end t + the hash's PTTL, so that the caller finds every
+-- hold there. A hash without expiry (edited) keeps the hold without a lease, as the zset layout
+-- does a hold it has no entry for.
+local function spread(H, L, t, lone)
+  if not lone then
+    return
+  end
+  local ms = redis.call('pttl', H)
+  redis.call('hdel', H, FIELD_LONE)
+  if ms > 0 then
+    redis.call('zadd', L, t + ms, lone)
+    redis.call('pexpire', L, ms)
+  end
+end
+
+-- loneLease returns the lease end (server ms) of hash H's lone hold at t, or nil when H has
+-- none (see spread); lone: FIELD_LONE as read.
+local function loneLease(H, t, lone)
+  if not lone then
+    return nil
+  end
+  local ms = redis.call('pttl', H)
+  if ms > 0 then
+    return t + ms
+  end
+  return nil
+end
 
 -- lapsed removes from leases zset L the holds whose lease ended by t and returns them.
 local function lapsed(L, t)

@@ -9,6 +9,7 @@
 -- is in fields.go. Hold fields never start with a control character, so they cannot clash.
 local FIELD_KIND, FIELD_GRANT, FIELD_WRITER, FIELD_PERMITS, FIELD_USED = '\1k', '\1g', '\1w', '\1p', '\1u'
 local FIELD_VALUE, FIELD_TERM = '\1v', '\1t' -- an election's leader record
+local FIELD_LONE = '\1o' -- RWMutex, Semaphore: the lone hold whose lease is the hash's expiry
 
 -- PUBLISH publishes wake-ups on a lock's channel. On a Redis Cluster the scripts run with
 -- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).

@@ -68,11 +68,11 @@ end
 --   'held': the owner holds it: re-enter;
 --   'wait', pttl: another owner holds it for pttl ms (-1: no expiry), or it is free and a
 --   restart grace has pttl ms to run (see graceLeft).
--- A hash of another kind raises WRONGTYPE.
-local function plainRead(H, owner, req, mode)
+-- A hash of another kind raises WRONGTYPE. known: H's PTTL, if the caller read it (a fast path).
+local function plainRead(H, owner, req, mode, known)
   -- PTTL answers both questions a failed attempt asks: is the lock there (-2: no) and how long
   -- its lease runs; it type-checks nothing, so the HMGET below raises WRONGTYPE for a non-hash.
-  local pttl = redis.call('pttl', H)
+  local pttl = known or redis.call('pttl', H)
   if pttl == -2 then
     if mode ~= 'take' then
       return 'none'
@@ -107,11 +107,11 @@ end
 --   before dead waiters are purged (see purgeFair);
 --   'bad', error reply: the counter cannot give a new hold its token.
 -- cur is the fencing counter as read (false: none or not read), for newToken. A key of the
--- wrong type raises.
-local function fairRead(H, Q, F, owner, req, extra, mode)
+-- wrong type raises. known: EXISTS H Q, if the caller read it (a fast path).
+local function fairRead(H, Q, F, owner, req, extra, mode, known)
   -- Fast path: no hash and no queue (one EXISTS for both): free, and nobody waits (and no
   -- restart grace holds new grants back: see graceLeft).
-  if redis.call('exists', H, Q) == 0 and graceLeft() == 0 then
+  if (known or redis.call('exists', H, Q)) == 0 and graceLeft() == 0 then
     if mode == 'resolve' then
       return 'none'
     end
@@ -278,9 +278,9 @@ end
 
 -- freeFair frees fair lock H whose last hold went: deleted when nobody waits (no queue Q nor
 -- deadlines D: nobody is told), else handed over (handOver, channel C, counter F). It returns
--- what handOver does.
-local function freeFair(H, C, Q, D, F)
-  if redis.call('exists', Q, D) == 0 then
+-- what handOver does. known: EXISTS Q D, if the caller read it (a fast path).
+local function freeFair(H, C, Q, D, F, known)
+  if (known or redis.call('exists', Q, D)) == 0 then
     -- nobody waits (the usual case): the lock frees up, and nobody is told
     redis.call('del', H)
     return 0, false
@@ -291,9 +291,10 @@ end
 
 -- releaseRead reads owner's hold of H for release request req, writing nothing, and raises
 -- WRONGTYPE if H holds another kind: it returns the owner's hold count (0: none) and the count
--- req left if it ran already (a repeat), else nil.
-local function releaseRead(H, owner, req)
-  local held = redis.call('hmget', H, owner, marker(req, owner), FIELD_KIND)
+-- req left if it ran already (a repeat), else nil. known: that HMGET's reply, if the caller read
+-- it (a fast path: HMGET H owner marker kind).
+local function releaseRead(H, owner, req, known)
+  local held = known or redis.call('hmget', H, owner, marker(req, owner), FIELD_KIND)
   mustBeKind(H, KIND, held[3])
   return tonumber(held[1] or '0'), recorded(held[2], req)
 end
@@ -309,9 +310,9 @@ end
 -- releaseHold gives back one hold of owner on hash H under release request req, unless it is
 -- the owner's last: it returns the reply ({count left, 0}; {-1, 0} when the owner holds
 -- nothing; a repeated request its recorded count), or nil when the last hold must go, which
--- the caller does (and nothing is written then).
-local function releaseHold(H, owner, req)
-  local count, n = releaseRead(H, owner, req)
+-- the caller does (and nothing is written then). known: as releaseRead's.
+local function releaseHold(H, owner, req, known)
+  local count, n = releaseRead(H, owner, req, known)
   if n then
     return {n, 0}
   end

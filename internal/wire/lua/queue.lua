@@ -26,9 +26,13 @@ end
 -- dropping the dead heads before it (a head without a deadline is dead). Dead waiters further
 -- back stay until they reach the head or an attempt purges them (purgeQueue): a release that
 -- grants or wakes the head reads 2 keys, not the whole deadline set. When the queue is empty
--- D is read once all the same, so that a key of the wrong type raises before any write.
-local function liveHead(Q, D, t)
-  local head = redis.call('lindex', Q, 0)
+-- D is read once all the same, so that a key of the wrong type raises before any write. first:
+-- the queue's first entry, if the caller read it already (false: none).
+local function liveHead(Q, D, t, first)
+  local head = first
+  if head == nil then
+    head = redis.call('lindex', Q, 0)
+  end
   if not head then
     redis.call('zcard', D)
     return false

@@ -31,6 +31,30 @@
 -- when an owner with only read holds asks to write (an upgrade would deadlock): nothing is
 -- written. Time is the server's. Everything is read before anything is written: a key of the
 -- wrong type or a bad fencing counter raises an error with nothing changed.
+-- fast path {
+-- None of the lock's keys exists (one EXISTS for all): free, and nobody waits; a hold taken
+-- without fencing is a lone hold (see leases.lua), written before any helper is made (see
+-- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
+local FAST_EXISTS
+if GRACE == 0 and ARGV[6] ~= '1' then
+  FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  if FAST_EXISTS == 0 then
+    if ARGV[4] ~= 'take' then
+      return {0, -2, 0}
+    end
+    local field = ARGV[5] .. ':' .. ARGV[1]
+    local rec = ARGV[1] ~= ARGV[3] and '\0' .. string.sub(ARGV[3], 1, 12) .. ARGV[1]
+    if ARGV[5] == 'w' then
+      redis.call('hset', KEYS[1], field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, FIELD_WRITER, ARGV[1], rec or field,
+        rec and ARGV[3] .. ':1' or 1)
+    else
+      redis.call('hset', KEYS[1], field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, rec or field, rec and ARGV[3] .. ':1' or 1)
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, 1, 0}
+  end
+end
+-- } fast path
 local H, L, W, Q, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local counter = ARGV[6] == '1' and KEYS[6]
@@ -39,7 +63,7 @@ local field = acc .. ':' .. owner
 
 -- Fast path: none of the lock's keys exists (one EXISTS for all): free, and nobody waits (and
 -- no restart grace holds new grants back: see graceLeft).
-if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
+if (FAST_EXISTS or redis.call('exists', H, L, W, Q, D)) == 0 and graceLeft() == 0 then
   if mode ~= 'take' then
     return {0, -2, 0}
   end
@@ -47,38 +71,46 @@ if redis.call('exists', H, L, W, Q, D) == 0 and graceLeft() == 0 then
   if bad then
     return bad
   end
-  local t = now()
+  -- a lone hold: its lease is the hash's expiry (see leases.lua)
   local rec = owner ~= req and marker(req, owner)
   if acc == 'w' then
-    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_WRITER, owner, rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, FIELD_WRITER, owner, rec or field,
+      rec and req .. ':1' or 1)
   else
-    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', rec or field, rec and req .. ':1' or 1)
+    redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, rec or field, rec and req .. ':1' or 1)
   end
-  redis.call('zadd', L, t + lease, field)
   redis.call('pexpire', H, lease)
-  redis.call('pexpire', L, lease)
   return {1, 1, fence(counter, acc == 'w')}
 end
 
 local entry = queueEntry(field, req, ARGV[10], ARGV[6])
 -- One HMGET reads every field of the hash this call needs: kind, this request's grant, the
--- hold count of this kind, the replay record, the owner's holds of both kinds, the writer.
+-- hold count of this kind, the replay record, the owner's holds of both kinds, the writer, the
+-- lone hold.
 local function fields()
   return redis.call('hmget', H, FIELD_KIND, FIELD_GRANT .. field, field, marker(req, owner), 'r:' .. owner,
-    'w:' .. owner, FIELD_WRITER)
+    'w:' .. owner, FIELD_WRITER, FIELD_LONE)
 end
 local f = fields()
 mustBeKind(H, 'rw', f[1])
 -- Every key is read before anything is written (a key of the wrong type raises with nothing
--- changed): the holds whose lease ended; the waiting writers (plain: their count, which also
--- says whether W exists) or the waiters whose place ran out and the queue (fair).
+-- changed): the holds whose lease ended (none while a lone hold is the only one, see
+-- leases.lua, nor when there are no leases: without the hash, which the leases never outlive,
+-- one ZCARD tells); the waiting writers (plain: their count, which also says whether W exists)
+-- or the waiters whose place ran out and the queue (fair). A plain writer reads W only when it
+-- must, unless lapsed holds are dropped first: its first use of W is then its first write,
+-- which raises for a W of the wrong type with nothing changed.
 local t = now()
-local deadL = redis.call('zrangebyscore', L, '-inf', t)
-local wn, deadD, entries = 0, nil, nil
+local deadL = {}
+local noLeases = not f[8] and not f[1] and redis.call('zcard', L) == 0
+if not f[8] and not noLeases then
+  deadL = redis.call('zrangebyscore', L, '-inf', t)
+end
+local wn, deadD, entries = nil, nil, nil
 if fair then
   deadD = redis.call('zrangebyscore', D, '-inf', t)
   entries = redis.call('lrange', Q, 0, -1)
-else
+elseif acc == 'r' or #deadL > 0 then
   wn = redis.call('zcard', W)
 end
 -- (A writer without a write hold takes a new one or waits for one: at 2^53 it can have no
@@ -88,6 +120,15 @@ if bad then
   return bad
 end
 
+-- A lone hold (see leases.lua) goes into the leases before this call writes a lease or reads
+-- them all (spreadOnce); a call that only waits or writes nothing leaves it where it is.
+local spreadDone = false
+local function spreadOnce()
+  if not spreadDone then
+    spread(H, L, t, f[8])
+    spreadDone = true
+  end
+end
 if dropLapsedRW(H, L, t, deadL) > 0 then
   f = fields() -- a lapsed hold may have been one of those read
 end
@@ -96,6 +137,7 @@ end
 -- never shortened, so a re-entry with a shorter lease leaves the longer one) and the keys
 -- their expiry.
 local function hold(count, new)
+  spreadOnce()
   redis.call('zadd', L, 'GT', t + lease, field)
   expireWith(H, L, t, 0)
   local tok = fence(counter, new)
@@ -138,8 +180,15 @@ if mode == 'reenter' then
   return {0, -2, 0}
 end
 
--- The latest lease (none when nobody holds): whether anyone holds, and until when.
-local last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+-- The latest lease (none when nobody holds): whether anyone holds, and until when; a lone
+-- hold's is the hash's expiry.
+local last = {} -- (none without leases)
+if f[8] then
+  local ms = redis.call('pttl', H)
+  last = ms > 0 and {f[8], t + ms} or {}
+elseif not noLeases then
+  last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+end
 local writer = f[7]
 local held = last[2] ~= nil
 local grace = graceLeft()
@@ -169,6 +218,13 @@ local function take(new)
   if owner ~= req then
     set[#set + 1], set[#set + 2] = marker(req, owner), req .. ':1' -- its record (see record)
   end
+  if not held and not f[8] then
+    -- nobody holds: a lone hold, its lease the hash's expiry (see leases.lua)
+    set[#set + 1], set[#set + 2] = FIELD_LONE, field
+    redis.call(unpack(set))
+    redis.call('pexpire', H, lease)
+    return {1, 1, fence(counter, new)}
+  end
   redis.call(unpack(set))
   return hold(1, new)
 end
@@ -190,15 +246,15 @@ if not fair then
     -- the usual contended case: wait (refresh the place); the holders' leases bound the sleep
     if join then
       redis.call('zadd', W, t + wait, owner)
-      keepFor(W, wait, wn == 0)
+      keepFor(W, wait, wn == 0) -- (wn nil: not read, W's expiry is extended if it has one)
     end
     return {0, bound(), 1}
   end
   local waiting, queued = 0, nil
-  if wn > 0 then
+  if wn ~= 0 then
     redis.call('zremrangebyscore', W, '-inf', t)
     waiting = redis.call('zcard', W)
-    queued = redis.call('zscore', W, owner)
+    queued = waiting > 0 and redis.call('zscore', W, owner)
     if queued then
       waiting = waiting - 1
     end

@@ -7,8 +7,9 @@
 -- Returns 1 when the lock was held, 0 when not. Raises WRONGTYPE, deleting nothing, when a
 -- key has another type.
 local H, L, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
-local held = redis.call('zcard', L) > 0
+local top = redis.call('hmget', H, FIELD_KIND, FIELD_LONE)
+mustBeKind(H, 'rw', top[1])
+local held = top[2] ~= false or redis.call('zcard', L) > 0 -- a lone hold, or the leases' (see leases.lua)
 if ARGV[1] == 'fair' then
   redis.call('llen', Q)
   redis.call('zcard', D)

@@ -5,10 +5,15 @@
 -- owner's read holds, its write holds}, counting only holds whose lease has not ended.
 -- Raises WRONGTYPE when a key has another type.
 local H, L, owner = KEYS[1], KEYS[2], ARGV[1]
-mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
+local top = redis.call('hmget', H, FIELD_KIND, FIELD_LONE)
+mustBeKind(H, 'rw', top[1])
 local t = now()
 local writer, readers = 0, 0
-for _, m in ipairs(redis.call('zrangebyscore', L, '(' .. t, '+inf')) do
+local live = redis.call('zrangebyscore', L, '(' .. t, '+inf')
+if top[2] then
+  live = {top[2]} -- a lone hold, live while the hash exists (see leases.lua)
+end
+for _, m in ipairs(live) do
   if string.sub(m, 1, 2) == 'w:' then
     writer = 1
   else
@@ -18,6 +23,9 @@ end
 local r, w = 0, 0
 if owner ~= '' then
   local ends = redis.call('zmscore', L, 'r:' .. owner, 'w:' .. owner)
+  if top[2] then
+    ends = {top[2] == 'r:' .. owner and t + 1, top[2] == 'w:' .. owner and t + 1}
+  end
   local counts = redis.call('hmget', H, 'r:' .. owner, 'w:' .. owner)
   if ends[1] and tonumber(ends[1]) > t then
     r = tonumber(counts[1] or '0')

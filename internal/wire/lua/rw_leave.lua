@@ -13,7 +13,8 @@
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, acc, fair, req = ARGV[1], ARGV[2], ARGV[3] == 'fair', ARGV[4]
 local field = acc .. ':' .. owner
-mustBeKind(H, 'rw', redis.call('hget', H, FIELD_KIND))
+local top = redis.call('hmget', H, FIELD_KIND, FIELD_LONE)
+mustBeKind(H, 'rw', top[1])
 
 if not fair then
   if acc ~= 'w' or redis.call('zrem', W, owner) == 0 then
@@ -34,6 +35,9 @@ local t = now()
 dropLapsedRW(H, L, t)
 local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6]))
 local granted = redis.call('hmget', H, FIELD_GRANT .. field, field)
+if removed or (granted[1] == req and granted[2]) then
+  spread(H, L, t, top[2]) -- a lone hold's lease goes into the leases (see leases.lua)
+end
 if granted[1] == req and granted[2] then
   redis.call('hdel', H, FIELD_GRANT .. field)
   if tonumber(granted[2]) > 1 then

@@ -17,6 +17,27 @@
 -- Returns {remaining holds of that kind, clients woken, remaining holds of both kinds}; -1 as
 -- the first element: the owner held none of that kind (nothing is written but lapsed holds and
 -- waiters whose place ran out).
+-- fast path {
+-- The owner's last hold is the lone one (see leases.lua: live while the hash exists) and
+-- (fair) nobody queues: the keys go, before any helper is made (see scripts.go); not a repeat
+-- (its record, lib.lua's marker, names another request or none). FAST_GOT and FAST_QUEUED keep
+-- what it read for the body (its fields() and EXISTS).
+local FAST_GOT = redis.call('hmget', KEYS[1], FIELD_KIND, ARGV[3] .. ':' .. ARGV[1],
+  '\0' .. string.sub(ARGV[2], 1, 12) .. ARGV[1], 'r:' .. ARGV[1], 'w:' .. ARGV[1], FIELD_WRITER, FIELD_LONE)
+local FAST_QUEUED
+if FAST_GOT[1] == 'rw' and FAST_GOT[2] == '1' and FAST_GOT[7] == ARGV[3] .. ':' .. ARGV[1] and
+    (not FAST_GOT[3] or string.match(FAST_GOT[3], '^(.*):%d+$') ~= ARGV[2]) then
+  if ARGV[4] ~= 'fair' then
+    redis.call('del', KEYS[1], KEYS[2])
+    return {0, redis.call(PUBLISH, KEYS[6], ARGV[3] == 'w' and '*' or '0'), 0}
+  end
+  FAST_QUEUED = redis.call('exists', KEYS[4], KEYS[5])
+  if FAST_QUEUED == 0 then
+    redis.call('del', KEYS[1], KEYS[2])
+    return {0, 0, 0}
+  end
+end
+-- } fast path
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, req, acc, fair = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == 'fair'
 local field = acc .. ':' .. owner
@@ -26,14 +47,19 @@ local field = acc .. ':' .. owner
 -- hash and the leases expire with the latest lease (see expireWith), so while the hash exists
 -- a lone lease has not ended (to the millisecond that the keys' expiry has).
 -- One HMGET: kind, this hold count, the replay record, the owner's counts of both kinds, the
--- writer.
+-- writer, the lone hold (see leases.lua: while the hash exists, its lease has not ended).
 local function fields()
-  return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER)
+  return redis.call('hmget', H, FIELD_KIND, field, marker(req, owner), 'r:' .. owner, 'w:' .. owner, FIELD_WRITER,
+    FIELD_LONE)
 end
-local got = fields()
+local got = FAST_GOT -- fields(), read by the fast path
 mustBeKind(H, 'rw', got[1])
-local only = got[2] == '1' and not recorded(got[3], req) and redis.call('zrange', L, 0, 1)
-if only and #only == 1 and only[1] == field and (not fair or redis.call('exists', Q, D) == 0) then
+local last1 = got[2] == '1' and not recorded(got[3], req)
+local only = last1 and got[7] == field and {field}
+if last1 and not only then
+  only = redis.call('zrange', L, 0, 1)
+end
+if only and #only == 1 and only[1] == field and (not fair or (FAST_QUEUED or redis.call('exists', Q, D)) == 0) then
   redis.call('del', H, L)
   local woken = 0
   if not fair then
@@ -46,7 +72,10 @@ end
 -- changed): the holds whose lease ended, the counter the grants need, then (fair) the queue's
 -- head, whose dead waiters purgeQueue drops (it reads the deadlines before it writes).
 local t = now()
-local dead = redis.call('zrangebyscore', L, '-inf', t)
+local dead = {} -- (none while a lone hold is the only one: see leases.lua)
+if not got[7] then
+  dead = redis.call('zrangebyscore', L, '-inf', t)
+end
 local head = false
 if fair then
   if badCounter(redis.call('get', F)) then
@@ -78,6 +107,12 @@ if tonumber(got[2]) > 1 then
   return {count, 0, total()}
 end
 
+-- This hold goes: the lone one (see leases.lua) with its name, and no other hold is left;
+-- else from the leases, where every hold is (another's lone hold moves there first).
+local lone = got[7] == field
+if not lone then
+  spread(H, L, t, got[7])
+end
 mine[acc] = 0
 local left = total()
 local gone = {'hdel', H, field, FIELD_GRANT .. field}
@@ -87,12 +122,20 @@ end
 if left == 0 then
   gone[#gone + 1] = marker(req, owner)
 end
+if lone then
+  gone[#gone + 1] = FIELD_LONE
+end
 redis.call(unpack(gone))
-redis.call('zrem', L, field)
+if not lone then
+  redis.call('zrem', L, field)
+end
 if left ~= 0 then
   record(H, owner, req, 0)
 end
-local last = redis.call('zrange', L, -1, -1, 'WITHSCORES') -- the latest lease left, if any
+local last = {} -- the latest lease left, if any
+if not lone then
+  last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
+end
 local holders = #last / 2
 expireWith(H, L, t, 0, last)
 

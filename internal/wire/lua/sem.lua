@@ -18,10 +18,11 @@ local function dropLapsedSem(H, L, t, used, dead)
   return math.max(used, 0), #dead
 end
 
--- keepSem stores a semaphore's permits in use (and its permit count, when given) and gives its
--- keys the expiry of the latest lease or waiter deadline, or deletes them all when nothing is
--- held and nobody waits.
-local function keepSem(H, L, Q, D, t, used, permits)
+-- keepSem stores a semaphore's permits in use (and its permit count, when given), and the
+-- holds granted (held: hold id, permits, ... as grantPermits leaves them; nil: none), and gives
+-- its keys the expiry of the latest lease or waiter deadline, or deletes them all when nothing
+-- is held and nobody waits.
+local function keepSem(H, L, Q, D, t, used, permits, held)
   local last = redis.call('zrange', D, -1, -1, 'WITHSCORES')
   local floor = 0
   if last[2] then
@@ -32,11 +33,14 @@ local function keepSem(H, L, Q, D, t, used, permits)
     redis.call('del', H, L, Q, D)
     return
   end
+  local set = {'hset', H, FIELD_KIND, 'sem', FIELD_USED, math.max(used, 0)}
   if permits then
-    redis.call('hset', H, FIELD_KIND, 'sem', FIELD_PERMITS, permits, FIELD_USED, math.max(used, 0))
-  else
-    redis.call('hset', H, FIELD_KIND, 'sem', FIELD_USED, math.max(used, 0))
+    set[#set + 1], set[#set + 2] = FIELD_PERMITS, permits
   end
+  for _, x in ipairs(held or {}) do
+    set[#set + 1] = x
+  end
+  redis.call(unpack(set))
   expireWith(H, L, t, floor, lastLease)
 end
 
@@ -46,11 +50,12 @@ end
 -- so on channel C (direct handoff, see queue.lua). A head that asked for no claim is woken to
 -- take its permits itself. Returns the permits then held and the clients the messages reached.
 -- head: the queue's live head (see liveHead), if the caller read it already. Once every permit
--- is held nothing fits (a request takes at least one), and the queue is not read.
+-- is held nothing fits (a request takes at least one), and the queue is not read. The granted
+-- holds' fields are left to the caller's keepSem, in the list it returns third (one HSET).
 local function grantPermits(H, L, Q, D, C, t, used, permits, head)
-  local woken = 0
+  local woken, held = 0, {}
   if used >= permits then
-    return used, woken
+    return used, woken, held
   end
   if head == nil then
     head = liveHead(Q, D, t)
@@ -62,10 +67,10 @@ local function grantPermits(H, L, Q, D, C, t, used, permits, head)
       break
     end
     if not req or claim == 0 then
-      return used, woken + redis.call(PUBLISH, C, '@' .. id)
+      return used, woken + redis.call(PUBLISH, C, '@' .. id), held
     end
     used = used + n
-    redis.call('hset', H, id, n)
+    held[#held + 1], held[#held + 2] = id, n
     redis.call('zadd', L, t + claim, id)
     redis.call('lpop', Q)
     redis.call('zrem', D, head)
@@ -75,5 +80,5 @@ local function grantPermits(H, L, Q, D, C, t, used, permits, head)
     end
     head = liveHead(Q, D, t)
   end
-  return used, woken
+  return used, woken, held
 end

@@ -28,29 +28,43 @@
 -- {0, pttl, head, joined} when not (pttl: until the first lease ends, -2: none; head 1: the
 -- caller is next; joined 1: this call put its entry in the queue), or {-3, permits stored} when the semaphore is in use with another permit count
 -- (nothing is written).
+-- fast path {
+-- None of the semaphore's keys exists (one EXISTS for all): every permit is free and nobody
+-- waits; the hold is a lone hold (see leases.lua), written before any helper is made (see
+-- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
+local FAST_EXISTS
+if GRACE == 0 and ARGV[4] == 'take' then
+  FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  if FAST_EXISTS == 0 and tonumber(ARGV[6]) <= tonumber(ARGV[5]) then
+    redis.call('hset', KEYS[1], ARGV[1], ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6],
+      FIELD_LONE, ARGV[1])
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, 1, 0}
+  end
+end
+-- } fast path
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, lease, req, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local permits, n, wait, join = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == 'wait'
 
 -- Fast path: none of the semaphore's keys exists (one EXISTS for all): every permit is free,
 -- nobody waits, and no restart grace holds new grants back (see graceLeft).
-if redis.call('exists', H, L, Q, D) == 0 and graceLeft() == 0 then
+if (FAST_EXISTS or redis.call('exists', H, L, Q, D)) == 0 and graceLeft() == 0 then
   if mode ~= 'take' then
     return {0, -2, 0}
   end
   if n <= permits then
-    local t = now()
-    redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6])
-    redis.call('zadd', L, t + lease, id)
+    -- a lone hold: its lease is the hash's expiry (see leases.lua)
+    redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6], FIELD_LONE, id)
     redis.call('pexpire', H, lease)
-    redis.call('pexpire', L, lease)
     return {1, 1, 0}
   end
 end
 
 local entry = queueEntry(id, req, ARGV[9], ARGV[6])
--- One HMGET: the kind, the permit count, the permits in use and this hold's (nil: no hold).
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id)
+-- One HMGET: the kind, the permit count, the permits in use, this hold's (nil: no hold) and the
+-- lone hold (see leases.lua).
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()
@@ -60,9 +74,10 @@ local deadL = redis.call('zrangebyscore', L, '-inf', t)
 local deadD = redis.call('zrangebyscore', D, '-inf', t)
 local head = redis.call('lindex', Q, 0)
 if stored and stored ~= ARGV[5] and
-    (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
+    (got[5] or redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
+spread(H, L, t, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
 
 local used, mine = math.max(tonumber(got[3] or '0'), 0), got[4]
 if #deadL > 0 then
@@ -91,13 +106,17 @@ end
 local grace = graceLeft() -- a restarted server grants nothing new until its grace has passed
 if (not head or head == entry) and n <= permits - used and grace == 0 then -- (a sum could round)
   used = used + n
-  redis.call('hset', H, id, n)
   redis.call('zadd', L, t + lease, id)
+  local held = {id, n} -- written with the permits in use (keepSem: one HSET)
   if head then
     leaveQueue(Q, D, entry)
-    used = grantPermits(H, L, Q, D, C, t, used, permits)
+    local woken, granted
+    used, woken, granted = grantPermits(H, L, Q, D, C, t, used, permits)
+    for _, x in ipairs(granted) do
+      held[#held + 1] = x
+    end
   end
-  keepSem(H, L, Q, D, t, used, permits)
+  keepSem(H, L, Q, D, t, used, permits, held)
   return {1, 1, 0}
 end
 
@@ -110,8 +129,10 @@ if got[1] and stored == ARGV[5] and #deadL == 0 and not purged then
   -- Nothing held changed and the hash has its fields: the hash and the leases (which share
   -- its expiry, see keepSem) only must outlive this waiter's place; their expiry covers every
   -- lease and every other place already. Both have one (the script that made them set it, and
-  -- were it edited away, the next release's keepSem sets it again), so GT alone does.
-  if join then
+  -- were it edited away, the next release's keepSem sets it again), so GT alone does, and
+  -- only when the hash's expiry (which the leases share) ends before this place: a hold's
+  -- lease usually outlives a place.
+  if join and redis.call('pttl', H) < wait then
     redis.call('pexpire', H, wait, 'GT')
     redis.call('pexpire', L, wait, 'GT')
   end

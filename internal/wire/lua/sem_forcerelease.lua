@@ -6,21 +6,23 @@
 -- Returns 1 when a hold was live, 0 when not. Raises WRONGTYPE, changing nothing, when a key
 -- has another type or holds another kind of lock.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)
 local t = now()
-local held = redis.call('zcount', L, '(' .. t, '+inf') > 0
+local held = got[3] ~= false or redis.call('zcount', L, '(' .. t, '+inf') > 0 -- a lone hold is live
+spread(H, L, t, got[3]) -- a lone hold's lease goes into the leases (see leases.lua)
 for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
   redis.call('hdel', H, id)
 end
 redis.call('del', L)
-local used = 0
+local used, granted = 0, nil
 if got[2] then
-  used = grantPermits(H, L, Q, D, C, t, 0, tonumber(got[2]))
+  local woken
+  used, woken, granted = grantPermits(H, L, Q, D, C, t, 0, tonumber(got[2]))
 end
-keepSem(H, L, Q, D, t, used)
+keepSem(H, L, Q, D, t, used, nil, granted)
 if held then
   return 1
 end

@@ -5,16 +5,20 @@
 -- permits stored} when the semaphore is in use with another permit count.
 local H, L, D = KEYS[1], KEYS[2], KEYS[3]
 local permits = tonumber(ARGV[1])
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
 local stored = got[2]
 local t = now()
 if stored and stored ~= ARGV[1] and
-    (redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
+    (got[3] or redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
 local held = 0
-for _, id in ipairs(redis.call('zrangebyscore', L, '(' .. t, '+inf')) do
+local live = redis.call('zrangebyscore', L, '(' .. t, '+inf')
+if got[3] then
+  live = {got[3]} -- a lone hold, live while the hash exists (see leases.lua)
+end
+for _, id in ipairs(live) do
   held = held + tonumber(redis.call('hget', H, id) or '0')
 end
 return {0, permits - held}

@@ -7,7 +7,7 @@
 -- Returns 1 when it was queued or granted, 0 when not. Idempotent.
 local H, L, Q, D, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, id)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, id, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
 redis.call('llen', Q)
 redis.call('zcard', D)
@@ -16,14 +16,17 @@ if not removed and not got[3] then
   return 0
 end
 local t = now()
+spread(H, L, t, got[4]) -- a lone hold's lease goes into the leases (see leases.lua)
 local used = dropLapsedSem(H, L, t)
 if got[3] and redis.call('hexists', H, id) == 1 then
   used = used - tonumber(got[3])
   redis.call('hdel', H, id)
   redis.call('zrem', L, id)
 end
+local granted
 if got[2] then
-  used = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
+  local woken
+  used, woken, granted = grantPermits(H, L, Q, D, C, t, used, tonumber(got[2]))
 end
-keepSem(H, L, Q, D, t, used)
+keepSem(H, L, Q, D, t, used, nil, granted)
 return 1

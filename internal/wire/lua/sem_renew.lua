@@ -16,6 +16,13 @@ for i = 1, #ARGV - 1 do
     local floor = redis.call('pttl', H)
     expireWith(H, L, t, math.max(floor, 0))
     out[i] = 1
+  elseif ok and not e then
+    -- a lone hold (see leases.lua): its lease is the hash's expiry, never shortened
+    local okH, lone = pcall(redis.call, 'hget', H, FIELD_LONE)
+    if okH and lone == id then
+      keepFor(H, lease, false)
+      out[i] = 1
+    end
   end
 end
 return out

@@ -17,7 +17,7 @@
 -- when a key has another type or the hash holds another kind than ARGV[1].
 local H, L, W, Q, D, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local kind = ARGV[1]
-local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS)
+local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_LONE)
 
 -- told returns the kind that the keys show (got[1] is the hash's "\1k").
 local function told()
@@ -85,6 +85,14 @@ if family == '' or family == 'el' then
   end
 else
   local live = redis.call('zrangebyscore', L, '(' .. t, '+inf', 'WITHSCORES')
+  if got[3] then
+    -- a lone hold: its lease is the hash's expiry, and the leases have no entry (see leases.lua)
+    local ms = redis.call('pttl', H)
+    live = {}
+    if ms > 0 then
+      live = {got[3], t + ms}
+    end
+  end
   for i = 1, #live, 2 do
     local f = live[i]
     local count = redis.call('hget', H, f)
