@@ -146,7 +146,7 @@ func (e *Env) checkClean() {
 // keyedCommands are the commands on keys that tests send with Do: how many of the arguments
 // are keys (-1: all of them).
 var keyedCommands = map[string]int{
-	"GET": 1, "SET": 1, "DEL": -1, "EXISTS": -1, "TYPE": 1, "PTTL": 1, "PEXPIRE": 1,
+	"GET": 1, "SET": 1, "DEL": -1, "EXISTS": -1, "TYPE": 1, "PTTL": 1, "PEXPIRE": 1, "PEXPIRETIME": 1,
 	"HGET": 1, "HGETALL": 1, "HKEYS": 1, "HDEL": 1, "LLEN": 1, "LRANGE": 1, "RPUSH": 1, "ZCARD": 1,
 	"ZRANGE": 1, "ZREM": 1,
 	"ZSCORE": 1,
