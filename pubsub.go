@@ -393,3 +393,11 @@ func (c *Client) runSubscription(s *subscription, prev <-chan struct{}) {
 		c.opts.Logger.Debug("rlock: unsubscribe failed", "channel", s.channel, "error", err)
 	}
 }
+
+// noteHolder records, for waiters that join s later, that the holder's lease bound is d from
+// now.
+func (s *subscription) noteHolder(d time.Duration) {
+	s.sh.mu.Lock()
+	s.holderEnd = time.Now().Add(d)
+	s.sh.mu.Unlock()
+}

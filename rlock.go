@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,9 +9,6 @@ import (
 
 	"github.com/redis/rueidis"
 )
-
-// callTimeout bounds a read made with a context that has already ended.
-const callTimeout = 10 * time.Second
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
 // watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
@@ -45,13 +41,13 @@ type Client struct {
 	closeDone chan struct{} // closed when the first Close has finished
 	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
 	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
-	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
+	recheck   chan struct{} // wakes the watchdog: check every hold now (see watchers.go)
 	verify    chan struct{} // wakes the node watchers' manager: check every hold, read-only
 	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
 
 	shards [shardCount]shard // the state of lock names (see shards.go)
 	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
-	// noticed counts the watchers' notices (see notice.go): an acquisition that saw it change
+	// noticed counts the watchers' notices (see watchers.go): an acquisition that saw it change
 	// while it ran has the holds checked again once its hold is registered.
 	noticed atomic.Uint64
 	// watching is set while the node watchers' manager keeps its watchers for as long as
@@ -62,9 +58,6 @@ type Client struct {
 	reapAt atomic.Int64
 	soonAt atomic.Int64
 }
-
-// idLen is the length of a client id; a request id is the client id and a counter.
-const idLen = 12
 
 // New returns a Client that locks through client. It validates opts (negative durations,
 // durations too short to mean anything and a KeyPrefix with braces are errors wrapping
@@ -139,47 +132,4 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	close(c.closeDone)
 	return nil
-}
-
-// requestID returns an id unique to this call among all clients: the client id (idLen bytes)
-// and a counter.
-func (c *Client) requestID() string {
-	var b [32]byte
-	return string(strconv.AppendUint(append(b[:0], c.id...), c.seq.Add(1), 36))
-}
-
-// retryTransport runs try until it returns nil or an error that is not a transport error,
-// sleeping 10ms doubling between tries, and returns the last error once another try would
-// start after budget.
-func retryTransport(budget time.Duration, try func() error) error {
-	give := time.Now().Add(budget)
-	b := newBackoff()
-	for {
-		err := try()
-		if !isTransport(err) {
-			return err
-		}
-		d := b.next()
-		if time.Now().Add(d).After(give) {
-			return err
-		}
-		time.Sleep(d)
-	}
-}
-
-// isTransport reports whether err is a transport failure (the command may or may not have
-// run), as opposed to a reply from Redis, bad input or a closed client. A context error from
-// rueidis counts as transport even for a call made without a deadline: a connection that
-// another call's cancelled context was dialling fails every call queued on it that way.
-func isTransport(err error) bool {
-	if err == nil {
-		return false
-	}
-	var reply *rueidis.RedisError
-	switch {
-	case err == nil, errors.As(err, &reply), errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed),
-		errors.Is(err, ErrNotReplicated), errors.Is(err, rueidis.ErrClosing):
-		return false
-	}
-	return true
 }

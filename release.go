@@ -7,14 +7,6 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// parseReleased is a release script's decoded reply (see wire.ParseRelease) as released.
-func parseReleased(r wire.Released, err error) (released, error) {
-	if err != nil {
-		return released{}, badReply(err)
-	}
-	return released{left: r.Left, total: r.Total, woken: r.Woken}, nil
-}
-
 // release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
 // ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
 // observer's context; see detach). See Mutex.Unlock for its errors.
@@ -167,6 +159,66 @@ func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pe
 	return rel, nil
 }
 
-// releaseBudget bounds the retries of one release, give-back or queue exit after transport
-// errors.
-const releaseBudget = 3 * time.Second
+// observeRelease runs a release call between the observer's Start and End. Without an
+// observer its commands run under context.Background(): detaching ctx would cost two
+// allocations (the hold context's done channel, made on demand, and the detached context).
+func (lk *lock) observeRelease(ctx context.Context, op Op, acc access) error {
+	obs := lk.c.obs
+	if obs == nil || ctx == nil {
+		return lk.release(ctx, context.Background(), acc)
+	}
+	start := time.Now()
+	info := lk.info()
+	octx := obs.Start(ctx, op, info)
+	if octx == nil {
+		octx = ctx
+	}
+	err := lk.release(ctx, octx, acc)
+	obs.End(octx, op, info, unlockOutcome(err), time.Since(start), err)
+	return err
+}
+
+// forceUnlock runs a kind's force-unlock script and marks the holds it ended lost: those this
+// process had when it was called. A waiter of this process that the script wakes may take a
+// new hold before the reply is read; that hold lives on.
+func (lk *lock) forceUnlock(ctx context.Context, s wire.Script, keys, args []string) (bool, error) {
+	if err := lk.check(ctx); err != nil {
+		return false, err
+	}
+	ended := lk.holds()
+	n, err := lk.c.script(s).Exec(ctx, lk.c.rc, keys, args).AsInt64()
+	if err != nil {
+		return false, lk.redisErr("force unlock", err)
+	}
+	lk.loseHolds(ended)
+	forced, err := wire.ParseForced(n)
+	if err != nil {
+		return false, lk.errorf("force unlock: %w", badReply(err))
+	}
+	return forced, nil
+}
+
+// holds returns this process's holds on lk.
+func (lk *lock) holds() []*hold {
+	lk.sh.mu.Lock()
+	defer lk.sh.mu.Unlock()
+	var hs []*hold
+	for hk, h := range lk.sh.holds {
+		if hk.key == lk.keys.Lock {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// loseHolds marks those of hs, holds on lk, that are still this process's holds lost.
+func (lk *lock) loseHolds(hs []*hold) {
+	sh := lk.sh
+	sh.mu.Lock()
+	defer sh.unlockAndDeliver()
+	for _, h := range hs {
+		if sh.holds[holdKey{h.key, h.owner}] == h {
+			lk.c.lose(sh, h)
+		}
+	}
+}
