@@ -33,24 +33,40 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 		// else can hold as it, and skip the replay record (see lib.lua).
 		owner = req
 	}
-	w := waiter{lk: lk, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
+	w := waiter{lk: lk, sh: lk.sh, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
 		r: request{owner: owner, id: req, access: acc, n: n, join: !bounded || wait != 0}}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
-	noticed := lk.c.noticed.Load()
+	c := lk.c
+	noticed := c.watchers.notices()
 	a, err := w.acquire()
 	if err != nil {
 		return nil, w.blocked, err
 	}
-	defer lk.exitLane(w.lane)
-	held, err := lk.c.register(ctx, cmd, lk, w.lane, owner, acc, a)
-	if err == nil && lk.c.noticed.Load() != noticed {
+	defer w.sh.lanes.exit(w.lane)
+	held, r, err := w.sh.register(ctx, lk, owner, acc, a)
+	if err != nil {
+		// The caller left, or the client closed, while the script ran: the hold is given
+		// back.
+		w.sh.owe(cmd, w.lane, lk, acc)
+		return nil, w.blocked, err
+	}
+	if r.first {
+		c.watchers.firstHold()
+	}
+	if !r.claim.IsZero() {
+		c.watchdog.renewSoon(r.claim)
+	}
+	if r.moved {
+		c.reaper.holdEnds(r.end)
+	}
+	if c.watchers.notices() != noticed {
 		// A watcher noticed a restart or failover while this call ran: the check it started
 		// may have looked before this hold was registered (see notice).
-		lk.c.verifyNow()
+		c.watchers.verifyNow()
 	}
-	return held, w.blocked, err
+	return held, w.blocked, nil
 }
 
 // observeAcquire runs an acquire call (see lock.acquire) between the observer's Start and End.
@@ -81,8 +97,8 @@ func (lk *lock) observeAcquire(ctx context.Context, op Op, acc access, n int64, 
 func (w *waiter) acquire() (attempt, error) {
 	a, err := w.wait()
 	if err != nil && w.lane != nil {
-		w.lk.leave(w.cmd, w.lane, w.r)
-		w.lk.exitLane(w.lane)
+		w.sh.abandon(w.cmd, w.lane, w.lk, w.r)
+		w.sh.lanes.exit(w.lane)
 		w.lane = nil
 	}
 	return a, err
@@ -91,7 +107,7 @@ func (w *waiter) acquire() (attempt, error) {
 // wait runs the first attempt, then waits with the lock's strategy: queued waiters in their
 // queue, a plain Mutex's by its barging rules, other waiters until a wake-up for them.
 func (w *waiter) wait() (attempt, error) {
-	switch d, how := w.yield(); how {
+	switch d, how := w.sh.courtesy.firstMove(w.lk, w.style, w.r, w.fresh); how {
 	case yieldWait:
 		return w.pubsub(attempt{pttl: d}, nil)
 	case yieldQueue:
@@ -108,11 +124,11 @@ func (w *waiter) wait() (attempt, error) {
 		return w.pubsub(a, err)
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.sh.arrive(w.lk.keys.Channel, w.address(), 1)
-		defer w.lk.sh.arrive(w.lk.keys.Channel, w.address(), -1)
+		w.sh.subs.arrive(w.lk.keys.Channel, w.address(), 1)
+		defer w.sh.subs.arrive(w.lk.keys.Channel, w.address(), -1)
 	}
 	if w.style.wake == wakeReaders && w.r.join {
-		w.peeked, w.woken = w.lk.sh.peekReaders(w.lk.keys.Channel)
+		w.peeked, w.woken = w.sh.subs.peekReaders(w.lk.keys.Channel)
 	}
 	a, err := w.try()
 	if err == nil && a.acquired {

@@ -7,49 +7,64 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// verifyHolds checks every hold read-only (checkHolds), giving up after 250ms for the first 20
-// tries in a row (checks: the tries before that did not get through), then 500ms doubling to
-// 2s for a server too slow to answer within that. It returns the tries in a row that did not
-// get through, this one included: 0 when it got through.
-func (c *Client) verifyHolds(checks int) int {
+// checker checks this process's holds in Redis (internal/wire/lua/check.lua) after a restart or
+// failover was noticed (see watchers.go), and ends those Redis no longer has.
+type checker struct {
+	c      *core
+	shards *shards
+}
+
+// checkGiveUp is how long the checks' try number checks+1 waits for replies: 250ms for the
+// first 20 tries in a row (a failover takes seconds), so that a call that rueidis retries
+// while the node is away (connection refused, CLUSTERDOWN) does not hold back the next try
+// once it is back; then 500ms doubling to 2s, for a server too slow to answer within that.
+func checkGiveUp(checks int) time.Duration {
 	giveUp := 250 * time.Millisecond
 	if checks >= 20 {
 		giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
 	}
-	ctx, cancel := giveUpAfter(c.ctx, giveUp)
+	return giveUp
+}
+
+// verify checks every hold read-only (see check), giving up after checkGiveUp(checks) (checks:
+// the tries before that did not get through). It returns the tries in a row that did not get
+// through, this one included: 0 when it got through.
+func (k checker) verify(checks int) int {
+	ctx, cancel := giveUpAfter(k.c.ctx, checkGiveUp(checks))
 	defer cancel()
-	if c.checkHolds(ctx, true) {
+	if k.check(ctx, true) {
 		return 0
 	}
 	return checks + 1
 }
 
-// checkFixed checks every fixed-lease hold (the watchdog's renewal checks the others) and ends
-// those whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkFixed(ctx context.Context) bool { return c.checkHolds(ctx, false) }
-
-// checkHolds checks every fixed-lease hold, and every watchdog hold too if all, and ends those
+// check checks every fixed-lease hold, and every watchdog hold too if all, and ends those
 // whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkHolds(ctx context.Context, all bool) bool {
+func (k checker) check(ctx context.Context, all bool) bool {
+	c := k.c
 	type group struct {
 		kind string
 		slot uint16
 	}
-	groups := make(map[group][]*hold)
-	c.each(func(sh *shard) {
-		for _, h := range sh.holds {
+	type held struct {
+		sh *shard
+		h  *hold
+	}
+	groups := make(map[group][]held)
+	k.shards.each(func(sh *shard) {
+		for h := range sh.holds.all() {
 			if h.lost || !all && !h.fixed() {
 				continue
 			}
-			k := wire.CheckMutex
+			kind := wire.CheckMutex
 			switch h.lk.kind.(type) {
 			case rwKind:
-				k = wire.CheckRW
+				kind = wire.CheckRW
 			case semKind:
-				k = wire.CheckSem
+				kind = wire.CheckSem
 			}
-			g := group{k, c.slotOf(h.key)}
-			groups[g] = append(groups[g], h)
+			g := group{kind, c.slotOf(h.key)}
+			groups[g] = append(groups[g], held{sh, h})
 		}
 	})
 	ok := true
@@ -60,12 +75,12 @@ func (c *Client) checkHolds(ctx context.Context, all bool) bool {
 			holds = holds[n:]
 			keys := make([]string, 0, 2*n)
 			args := wire.CheckArgs{Kind: g.kind, Owners: make([]string, 0, n)}
-			for _, h := range chunk {
-				_, hk := h.lk.kind.renewal()
+			for _, e := range chunk {
+				_, hk := e.h.lk.kind.renewal()
 				keys = append(keys, hk...)
-				args.Owners = append(args.Owners, h.owner)
+				args.Owners = append(args.Owners, e.h.owner)
 			}
-			reply, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
+			reply, err := c.variant(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
 			var there wire.PerHold
 			if err == nil {
 				if there, err = wire.ParsePerHold(reply, len(chunk)); err != nil {
@@ -76,18 +91,16 @@ func (c *Client) checkHolds(ctx context.Context, all bool) bool {
 				ok = false
 				continue
 			}
-			for i, h := range chunk {
+			for i, e := range chunk {
 				if there.Held(i) {
 					continue
 				}
-				hk := holdKey{h.key, h.owner}
-				sh := h.lk.sh
+				h, sh := e.h, e.sh
 				sh.mu.Lock()
-				if !h.lost && h.releasing == 0 && sh.holds[hk] == h &&
-					(sh.lanes[hk] == nil || sh.lanes[hk].unlock.request == "") {
+				if !h.lost && h.releasing == 0 && sh.holds.current(h) && !sh.lanes.unlocking(holdKey{h.key, h.owner}) {
 					c.opts.Logger.Warn("rlock: lock lost: the server no longer has it (restart or failover)",
 						"lock", h.lk.name, "owner", h.owner)
-					c.lose(sh, h)
+					sh.lose(h)
 				}
 				sh.unlockAndDeliver()
 			}

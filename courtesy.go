@@ -1,6 +1,9 @@
 package rlock
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Barging. Without care, a holder that releases and at once asks again (a worker loop) wins
 // the race against the waiters it just woke, which have a message to receive before they can
@@ -27,40 +30,54 @@ const (
 	maxCourtesy = 10 * time.Millisecond
 )
 
-// courtesy opens lk's courtesy window after a release whose message reached woken clients,
-// if some of them are not this one; rtt is the release's round trip.
-func (lk *lock) courtesy(woken int64, rtt time.Duration) {
-	sh := lk.sh
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s := sh.subs[lk.keys.Channel]; s != nil && s.refs > 0 {
+// courtesy is a shard's courtesy windows, and the barging rules that read them with the
+// shard's hold records and subscriptions. It is guarded by mu, the shard's mutex.
+type courtesy struct {
+	mu    *sync.Mutex
+	holds *holds               // an owner that holds the lock here tries at once
+	subs  *subs                // this client's waiters
+	until map[string]time.Time // lock key -> end of its courtesy window
+}
+
+// open opens lk's courtesy window after a release whose message reached woken clients, if some
+// of them are not this one; rtt is the release's round trip. Windows that ended are dropped.
+func (cw *courtesy) open(lk *lock, woken int64, rtt time.Duration) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if waiting, _ := cw.subs.waiting(lk.keys.Channel); waiting {
 		woken-- // this client's own subscription
 	}
-	if woken > 0 {
-		if sh.yielding == nil {
-			sh.yielding = make(map[string]time.Time)
-		}
-		sh.yielding[lk.keys.Lock] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
+	if woken <= 0 {
+		return
 	}
+	now := time.Now()
+	for key, until := range cw.until {
+		if now.After(until) {
+			delete(cw.until, key)
+		}
+	}
+	if cw.until == nil {
+		cw.until = make(map[string]time.Time)
+	}
+	cw.until[lk.keys.Lock] = now.Add(min(max(2*rtt, minCourtesy), maxCourtesy))
 }
 
-// courtesyLeft is what remains of lk's courtesy window.
-func (lk *lock) courtesyLeft() time.Duration {
-	lk.sh.mu.Lock()
-	defer lk.sh.mu.Unlock()
-	return lk.courtesyLeftLocked()
+// left is what remains of the courtesy window of the lock whose key is key.
+func (cw *courtesy) left(key string) time.Duration {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	return cw.leftLocked(key)
 }
 
-// courtesyLeftLocked is courtesyLeft called with lk's shard's mutex held.
-func (lk *lock) courtesyLeftLocked() time.Duration {
-	sh := lk.sh
-	until, ok := sh.yielding[lk.keys.Lock]
+// leftLocked is left called with cw.mu held.
+func (cw *courtesy) leftLocked(key string) time.Duration {
+	until, ok := cw.until[key]
 	if !ok {
 		return 0
 	}
 	left := time.Until(until)
 	if left <= 0 {
-		delete(sh.yielding, lk.keys.Lock)
+		delete(cw.until, key)
 	}
 	return left
 }
@@ -73,32 +90,27 @@ const (
 	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldQueue
 )
 
-// yield decides how w starts: see Barging.
-func (w *waiter) yield() (time.Duration, int) {
-	if !w.r.join || w.style != (waitStyle{wake: wakeOne}) {
+// firstMove decides how a call of r on lk, whose waiters wait in style, starts: see Barging.
+// fresh: r's owner was made for this call, so it holds nothing yet.
+func (cw *courtesy) firstMove(lk *lock, style waitStyle, r request, fresh bool) (time.Duration, int) {
+	if !r.join || !style.barging() {
 		return 0, yieldNo
 	}
-	if _, ok := w.lk.wait.(pubSubWait); !ok {
+	if _, ok := lk.wait.(pubSubWait); !ok {
 		return 0, yieldNo
 	}
-	sh := w.lk.sh
-	sh.mu.Lock()
-	_, holds := sh.holds[holdKey{w.lk.keys.Lock, w.r.owner}]
-	s := sh.subs[w.lk.keys.Channel]
-	waiters := s != nil && s.refs > 0
-	var holderEnd time.Time
-	if waiters {
-		holderEnd = s.holderEnd
-	}
+	cw.mu.Lock()
+	holds := cw.holds.get(holdKey{lk.keys.Lock, r.owner}) != nil
+	waiters, holderEnd := cw.subs.waiting(lk.keys.Channel)
 	var courtesy time.Duration
 	if !holds && !waiters {
-		courtesy = w.lk.courtesyLeftLocked()
+		courtesy = cw.leftLocked(lk.keys.Lock)
 	}
-	sh.mu.Unlock()
+	cw.mu.Unlock()
 	switch {
 	case holds:
 		return 0, yieldNo
-	case waiters && w.fresh:
+	case waiters && fresh:
 		return max(time.Until(holderEnd), time.Millisecond), yieldQueue
 	case waiters:
 		return 0, yieldProbe

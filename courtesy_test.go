@@ -39,17 +39,17 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 	require.Eventually(t, func() bool {
 		waiter.sh.mu.Lock()
 		defer waiter.sh.mu.Unlock()
-		s := waiter.sh.subs[waiter.keys.Channel]
+		s := waiter.sh.subs.m[waiter.keys.Channel]
 		return s != nil && s.refs == 1
 	}, time.Second, time.Millisecond)
 	time.Sleep(5 * time.Millisecond) // the waiter has tried and sleeps
 
 	openWindow := func() { // a window far longer than any handoff, so timing cannot blur it
 		waiter.sh.mu.Lock()
-		if waiter.sh.yielding == nil {
-			waiter.sh.yielding = make(map[string]time.Time)
+		if waiter.sh.courtesy.until == nil {
+			waiter.sh.courtesy.until = make(map[string]time.Time)
 		}
-		waiter.sh.yielding[waiter.keys.Lock] = time.Now().Add(2 * time.Second)
+		waiter.sh.courtesy.until[waiter.keys.Lock] = time.Now().Add(2 * time.Second)
 		waiter.sh.mu.Unlock()
 	}
 	openWindow()
@@ -73,9 +73,9 @@ func TestCourtesy_sparesWaitersThatTried(t *testing.T) {
 func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	c := internalClient(t, "rlunclaimed"+NewOwnerID()[:8])
 	const channel = "rlunclaimed:{x}:ch"
-	sh := c.shardOf("rlunclaimed:{x}")
-	sh.arrive(channel, "me", 1)
-	s := c.subscribe(sh, channel)
+	sh := c.shards.of("rlunclaimed:{x}")
+	sh.subs.arrive(channel, "me", 1)
+	s := sh.subs.subscribe(channel)
 	require.NotNil(t, s)
 	s.deliver(wire.AddressedPrefix + "me")
 	for i := range 5000 {
@@ -92,6 +92,6 @@ func TestSubscription_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 		t.Fatal("the arriving waiter's wake-up was dropped")
 	}
 	s.address("me", a, false)
-	sh.arrive(channel, "me", -1)
-	c.unsubscribe(s, false)
+	sh.subs.arrive(channel, "me", -1)
+	sh.subs.unsubscribe(s, false)
 }

@@ -58,7 +58,7 @@ func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddres
 
 func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
+	reply, err := lk.c.eval(ctx, r.conn, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Fencing: lk.fencing,
 		FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
@@ -68,7 +68,7 @@ func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attemp
 }
 
 func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := lk.c.script(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.variant(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()).AsIntSlice()
 	if err != nil {
 		return released{}, err
@@ -77,7 +77,7 @@ func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ ac
 }
 
 func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.FairLeave).Exec(ctx, lk.c.rc, k.leaveKeys,
+	return lk.c.variant(wire.FairLeave).Exec(ctx, lk.c.rc, k.leaveKeys,
 		wire.FairLeaveArgs{Owner: r.owner, Request: r.id, ClaimMs: lk.claimMs, Fencing: lk.fencing}.Strings()).Error()
 }
 

@@ -2,12 +2,58 @@ package rlock
 
 import (
 	"context"
+	"iter"
 	"sync/atomic"
 	"time"
 )
 
 // holdKey identifies the holds of one owner on one lock.
 type holdKey struct{ key, owner string }
+
+// holds is a shard's hold records: this process's holds, by lock key and owner. It is guarded
+// by the shard's mutex.
+type holds struct{ m map[holdKey]*hold }
+
+// get returns the record of hk, or nil.
+func (t *holds) get(hk holdKey) *hold { return t.m[hk] }
+
+// current reports whether h is the record of its lock and owner (not ended, nor replaced).
+func (t *holds) current(h *hold) bool { return t.m[holdKey{h.key, h.owner}] == h }
+
+// add records h, the first record of its lock and owner or one replacing an ended record.
+func (t *holds) add(h *hold) {
+	if t.m == nil {
+		t.m = make(map[holdKey]*hold)
+	}
+	t.m[holdKey{h.key, h.owner}] = h
+}
+
+// remove forgets h and reports whether it was current.
+func (t *holds) remove(h *hold) bool {
+	if !t.current(h) {
+		return false
+	}
+	delete(t.m, holdKey{h.key, h.owner})
+	return true
+}
+
+// all yields every record (one may be removed meanwhile).
+func (t *holds) all() iter.Seq[*hold] {
+	return func(yield func(*hold) bool) {
+		for _, h := range t.m {
+			if !yield(h) {
+				return
+			}
+		}
+	}
+}
+
+// clear forgets every record and returns how many there were.
+func (t *holds) clear() int {
+	n := len(t.m)
+	t.m = nil
+	return n
+}
 
 // hold is this process's record of an owner's holds on one lock. Its fields are guarded by
 // its shard's mutex (see shards.go), but for furthest and endNano.

@@ -11,7 +11,7 @@ import (
 // was paused (SIGSTOP, a long GC, a VM pause) runs its own code before its timers: without this
 // check a hold context would look live for a moment after its lease had ended.
 type clocked struct {
-	context.Context // the hold context as built (see Client.holdContext)
+	context.Context // the hold context as built (see newHoldContext)
 	h               *hold
 	// deadline, for a context with a fixed lease, is its own end (UnixNano); 0: the context
 	// lives as long as its hold, whose local end (h.endNano) the watchdog moves.
@@ -70,7 +70,7 @@ func (c *clocked) Value(key any) any {
 // String names the context for %v, without calling Err.
 func (c *clocked) String() string { return "rlock hold context" }
 
-// clock wraps ctx, a hold context of h built by holdContext, in its clocked layer. base ends the
+// clock wraps ctx, a hold context of h built by newHoldContext, in its clocked layer. base ends the
 // contexts of the hold as a whole (a watchdog hold's end is the hold's). A context with a fixed
 // lease ending at end (lease > 0) gets a cancellable layer of its own, so that the clock can end
 // it with its deadline's cause.
@@ -80,12 +80,6 @@ func clock(ctx context.Context, h *hold, base context.CancelCauseFunc, lease boo
 	}
 	own, cancel := context.WithCancelCause(ctx)
 	return &clocked{Context: own, h: h, deadline: end.UnixNano(), trip: cancel, cause: cause}
-}
-
-// holdCtxKey finds, in a context, the hold of one lock of one client.
-type holdCtxKey struct {
-	c   *Client
-	key string
 }
 
 // holdCtx is the value a hold context carries under its holdCtxKey. Its unlock field is
@@ -153,8 +147,8 @@ func (j joined) Value(key any) any {
 
 // holdContext derives the hold context of h, whose new hold has fencing token token and (with
 // a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
-func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
-	key := lk.ctxKey // holdCtxKey{c, h.key}
+func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
+	key := lk.ctxKey
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
 	var trip context.CancelCauseFunc
@@ -187,13 +181,20 @@ func (c *Client) holdContext(parent context.Context, lk *lock, h *hold, token in
 	return c2
 }
 
-// token returns the fencing token of the hold of lk that ctx carries (see Mutex.Token).
-func (lk *lock) token(ctx context.Context) (int64, bool) {
+// heldIn returns the hold of lk that ctx, a hold context or one derived from it, carries; or
+// nil.
+func heldIn(ctx context.Context, lk *lock) *holdCtx {
+	hc, _ := ctx.Value(lk.ctxKey).(*holdCtx)
+	return hc
+}
+
+// tokenOf returns the fencing token of the hold of lk that ctx carries (see Mutex.Token).
+func tokenOf(ctx context.Context, lk *lock) (int64, bool) {
 	if lk.err != nil || !lk.fencing || ctx == nil {
 		return 0, false
 	}
-	hc, ok := ctx.Value(lk.ctxKey).(*holdCtx)
-	if !ok {
+	hc := heldIn(ctx, lk)
+	if hc == nil {
 		return 0, false
 	}
 	return hc.token, true

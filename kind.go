@@ -48,6 +48,10 @@ type waitStyle struct {
 	prefix string
 }
 
+// barging reports whether s is the plain Mutex's, whose new Lock calls follow the barging
+// rules (see courtesy.go).
+func (s waitStyle) barging() bool { return s == waitStyle{wake: wakeOne} }
+
 // Ways a waiter is woken by the lock's channel (see pubsub.go).
 type wakeBy uint8
 

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"sync"
 )
 
 // Requests whose reply is lost. A script whose reply never arrived may or may not have run, so
@@ -10,14 +11,25 @@ import (
 // NUL + client id + owner: sending the same id again returns the recorded outcome instead of
 // counting again. The record names only the last request, so this client sends one request at
 // a time per owner and lock: the lane. A request whose outcome is still unknown when its call
-// returns stays on the lane and is settled before the lane's next request, or by the watchdog:
-// a lost acquire is resolved and its hold given back, a lost Unlock is replayed.
+// returns stays on the lane and is settled before the lane's next request, or by the watchdog
+// (see settle.go): a lost acquire is resolved and its hold given back, a lost Unlock is
+// replayed.
+
+// lanes is a shard's request lanes: those in use, or with work left or an outcome kept. Its
+// fields, and those of its lanes but turn, are guarded by mu, the shard's mutex.
+type lanes struct {
+	mu    *sync.Mutex
+	c     *core  // closing ends a wait for a turn
+	holds *holds // the shard's hold records: a lane keeps outcomes while its owner has one
+	m     map[holdKey]*lane
+	spare *lane // a forgotten lane that of reuses (saves two allocations)
+}
 
 // lane serialises this client's requests for one owner on one lock. turn holds a token while
-// a request is in flight; every other field is guarded by sh.mu.
+// a request is in flight; every other field is guarded by the shard's mutex.
 type lane struct {
 	hk   holdKey
-	sh   *shard // the shard of hk.key
+	t    *lanes // the lanes of hk.key's shard
 	turn chan struct{}
 	refs int   // calls using or waiting for the lane
 	lk   *lock // the lock that left work on the lane, to settle it
@@ -39,23 +51,114 @@ type lane struct {
 	outcome [accesses]error
 }
 
-// work reports whether l carries work to settle (see settle). Called with l.sh.mu held.
+// of returns the lane of hk, making it if there is none. Called with t.mu held.
+func (t *lanes) of(hk holdKey) *lane {
+	l := t.m[hk]
+	if l == nil {
+		if l = t.spare; l != nil {
+			t.spare = nil
+			l.hk = hk
+		} else {
+			l = &lane{hk: hk, t: t, turn: make(chan struct{}, 1)}
+		}
+		if t.m == nil {
+			t.m = make(map[holdKey]*lane)
+		}
+		t.m[hk] = l
+	}
+	return l
+}
+
+// unlocking reports whether the lane of hk carries an Unlock whose outcome is unknown: it may
+// have released the hold, or the hold lapsed; settling it tells which. Called with t.mu held.
+func (t *lanes) unlocking(hk holdKey) bool {
+	l := t.m[hk]
+	return l != nil && l.unlock.request != ""
+}
+
+// recordEnded forgets the outcomes the lane of hk keeps for retries: the owner's hold record
+// on the lock ended, so a retried Unlock has nothing here to release. Called with t.mu held.
+func (t *lanes) recordEnded(hk holdKey) {
+	if l := t.m[hk]; l != nil {
+		l.dropOutcomes()
+	}
+}
+
+// idle takes a reference to every lane that has work left and that nobody is using, and
+// returns them (see settleLanes). Called with t.mu held.
+func (t *lanes) idle() []*lane {
+	var ls []*lane
+	for _, l := range t.m {
+		if l.refs == 0 && l.work() {
+			l.refs++
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// take waits for the turn of the lane of hk while ctx lives, settling nothing. It returns
+// ctx's error or ErrClosed, holding nothing, if those end the wait.
+func (t *lanes) take(ctx context.Context, hk holdKey) (*lane, error) {
+	t.mu.Lock()
+	l := t.of(hk)
+	l.refs++
+	t.mu.Unlock()
+	select {
+	case l.turn <- struct{}{}:
+	default:
+		select {
+		case l.turn <- struct{}{}:
+		case <-ctx.Done():
+			t.drop(l)
+			return nil, ctx.Err()
+		case <-t.c.ctx.Done():
+			t.drop(l)
+			return nil, ErrClosed
+		}
+	}
+	return l, nil
+}
+
+// exit gives up the turn of l.
+func (t *lanes) exit(l *lane) {
+	<-l.turn
+	t.drop(l)
+}
+
+// drop drops one reference to l, forgetting it once unused and settled. The caller must not
+// use l afterwards: a forgotten lane may be reused for another owner or lock (see spare).
+func (t *lanes) drop(l *lane) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l.refs--; l.refs == 0 && !l.unsettled() && t.m[l.hk] == l {
+		delete(t.m, l.hk)
+		if t.spare == nil {
+			// Nobody holds its turn (a turn is taken and given back under a reference).
+			*l = lane{t: t, turn: l.turn}
+			t.spare = l
+		}
+	}
+}
+
+// work reports whether l carries work to settle (see settle). Called with the shard's mutex
+// held.
 func (l *lane) work() bool {
 	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
 }
 
 // kept reports whether l keeps a settled outcome for a retry (see lane.settled). Called with
-// l.sh.mu held.
+// the shard's mutex held.
 func (l *lane) kept() bool {
-	return l.settled != [accesses]bool{} && l.sh.holds[l.hk] != nil
+	return l.settled != [accesses]bool{} && l.t.holds.get(l.hk) != nil
 }
 
 // unsettled reports whether l must outlive its calls: work left, or an outcome kept. Called
-// with l.sh.mu held.
+// with the shard's mutex held.
 func (l *lane) unsettled() bool { return l.work() || l.kept() }
 
-// keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with l.sh.mu
-// held.
+// keepUnlock leaves Unlock request p, whose outcome is unknown, on l. Called with the shard's
+// mutex held.
 func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *holdCtx) {
 	l.lk, l.unlock, l.unlockAcc, l.unlockHold, l.unlockCtx = lk, p, acc, h, hc
 	if hc != nil {
@@ -66,7 +169,7 @@ func (l *lane) keepUnlock(lk *lock, acc access, p pendingRelease, h *hold, hc *h
 // takeOutcome returns the outcome of a settled Unlock that a release in access acc with hold
 // context hc (nil for none) retries, and true; or false. Only a release of the same access
 // takes it: through the same hold context, or, for an Unlock given none, the owner's next one
-// given none. Called with l.sh.mu held.
+// given none. Called with the shard's mutex held.
 func (l *lane) takeOutcome(hc *holdCtx, acc access) (error, bool) {
 	if hc != nil {
 		u := &hc.unlock[acc]
@@ -86,75 +189,10 @@ func (l *lane) takeOutcome(hc *holdCtx, acc access) (error, bool) {
 }
 
 // dropOutcomes forgets the outcomes l keeps for retries, and l itself if nothing else keeps it:
-// the owner's hold record on the lock ended. Called with l.sh.mu held.
+// the owner's hold record on the lock ended. Called with the shard's mutex held.
 func (l *lane) dropOutcomes() {
 	l.settled, l.outcome = [accesses]bool{}, [accesses]error{}
-	if sh := l.sh; l.refs == 0 && !l.work() && sh.lanes[l.hk] == l {
-		delete(sh.lanes, l.hk)
-	}
-}
-
-// takeLane waits for the turn of owner's lane on lk while ctx lives, settling nothing. It
-// returns ctx's error or ErrClosed, holding nothing, if those end the wait.
-func (lk *lock) takeLane(ctx context.Context, owner string) (*lane, error) {
-	c, sh := lk.c, lk.sh
-	sh.mu.Lock()
-	l := sh.laneOf(holdKey{lk.keys.Lock, owner})
-	l.refs++
-	sh.mu.Unlock()
-	select {
-	case l.turn <- struct{}{}:
-	default:
-		select {
-		case l.turn <- struct{}{}:
-		case <-ctx.Done():
-			c.dropLane(l)
-			return nil, ctx.Err()
-		case <-c.ctx.Done():
-			c.dropLane(l)
-			return nil, ErrClosed
-		}
-	}
-	return l, nil
-}
-
-// laneOf returns the lane of hk, whose key is in sh, making it if there is none. Called with
-// sh.mu held.
-func (sh *shard) laneOf(hk holdKey) *lane {
-	l := sh.lanes[hk]
-	if l == nil {
-		if l = sh.spare; l != nil {
-			sh.spare = nil
-			l.hk = hk
-		} else {
-			l = &lane{hk: hk, sh: sh, turn: make(chan struct{}, 1)}
-		}
-		if sh.lanes == nil {
-			sh.lanes = make(map[holdKey]*lane)
-		}
-		sh.lanes[hk] = l
-	}
-	return l
-}
-
-// exitLane gives up the turn of l.
-func (lk *lock) exitLane(l *lane) {
-	<-l.turn
-	lk.c.dropLane(l)
-}
-
-// dropLane drops one reference to l, forgetting it once unused and settled. The caller must
-// not use l afterwards: a forgotten lane may be reused for another owner or lock (see spare).
-func (c *Client) dropLane(l *lane) {
-	sh := l.sh
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if l.refs--; l.refs == 0 && !l.unsettled() && sh.lanes[l.hk] == l {
-		delete(sh.lanes, l.hk)
-		if sh.spare == nil {
-			// Nobody holds its turn (a turn is taken and given back under a reference).
-			*l = lane{sh: sh, turn: l.turn}
-			sh.spare = l
-		}
+	if t := l.t; l.refs == 0 && !l.work() && t.m[l.hk] == l {
+		delete(t.m, l.hk)
 	}
 }

@@ -28,6 +28,12 @@ func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
 	return a, nil
 }
 
+// holdCtxKey finds, in a context, the hold of one lock of one client.
+type holdCtxKey struct {
+	c   *core
+	key string
+}
+
 // lock is what every kind of lock has: a name, its keys, its settings and its kind.
 type lock struct {
 	c       *Client
@@ -42,11 +48,11 @@ type lock struct {
 	// no owner (Semaphore).
 	ownerless bool
 	err       error  // invalid name or option: returned by every call
-	sh        *shard // the client's state about this name (shardOf keys.Lock)
+	sh        *shard // the client's state about this name (see shards.of)
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
-	// ctxKey is holdCtxKey{c, keys.Lock}, made an interface once: each conversion allocates.
+	// ctxKey is holdCtxKey{core, keys.Lock}, made an interface once: each conversion allocates.
 	ctxKey any
 }
 
@@ -78,8 +84,8 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		fencing: cfg.fencing,
 		err:     err,
 	}
-	lk.sh = c.shardOf(lk.keys.Lock)
-	lk.ctxKey = holdCtxKey{c, lk.keys.Lock}
+	lk.sh = c.shards.of(lk.keys.Lock)
+	lk.ctxKey = holdCtxKey{&c.core, lk.keys.Lock}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
 	lk.kind = newKind(&lk)
@@ -208,3 +214,24 @@ func checkName(name string) error {
 
 // info describes lk for the observer.
 func (lk *lock) info() LockInfo { return LockInfo{Name: lk.name, Kind: lk.kind.name()} }
+
+// pendingRelease is one release request, kept across retries.
+type pendingRelease struct {
+	request     string
+	validAtSend bool // the lease in its access was valid when the request was first sent
+	ambiguous   bool // some attempt's reply was lost: the request may already have run
+}
+
+// releaseOnce runs the release script for p once, under ctx without its cancellation and
+// deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call would
+// close the connection under every other call on it). A transport error marks p ambiguous.
+func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (released, error) {
+	rel, err := lk.kind.release(detach(ctx), lk, owner, acc, p.request)
+	if err != nil {
+		if isTransport(err) {
+			p.ambiguous = true
+		}
+		return released{}, lk.redisErr("release", err)
+	}
+	return rel, nil
+}

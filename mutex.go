@@ -35,7 +35,7 @@ func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 
 func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.Acquire, k.acquireKeys,
+	reply, err := lk.c.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
 		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode]}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
@@ -45,14 +45,14 @@ func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, e
 
 func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
 	sent := time.Now()
-	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.variant(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()).AsIntSlice()
 	if err != nil {
 		return released{}, err
 	}
 	rel, err := parseReleased(wire.ParseRelease(r))
 	if err == nil && rel.left == 0 {
-		lk.courtesy(rel.woken, time.Since(sent))
+		lk.sh.courtesy.open(lk, rel.woken, time.Since(sent))
 	}
 	return rel, err
 }
@@ -128,7 +128,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+	r, err := m.c.variant(wire.Inspect).Exec(ctx, m.c.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.Inspection
 	if err == nil {
 		in, err = wire.ParseInspect(r)
@@ -176,4 +176,4 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 
 // Token returns the fencing token of the hold of m that ctx carries, and true; or (0, false)
 // for a mutex without [WithFencing] or a context that carries no hold of m. It does not block.
-func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.token(ctx) }
+func (m *Mutex) Token(ctx context.Context) (int64, bool) { return tokenOf(ctx, &m.lock) }

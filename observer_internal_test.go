@@ -24,8 +24,8 @@ type muChecker struct {
 func (o *muChecker) check(what string) {
 	free := true
 	deadline := time.Now().Add(time.Second)
-	for i := range o.c.shards {
-		mu := &o.c.shards[i].mu
+	for i := range o.c.shards.s {
+		mu := &o.c.shards.s[i].mu
 		for !mu.TryLock() {
 			if time.Now().After(deadline) {
 				free = false

@@ -1,6 +1,9 @@
 package rlock
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // reaper is the Client's expiry goroutine: it ends each hold whose local lease end (see
 // localEnd) passes before a renewal or re-entry moved it, so that no hold context outlives
@@ -8,19 +11,36 @@ import "time"
 // own; the record ends when none is left. A hold with only fixed leases is marked lost at once,
 // but its contexts are left to their own deadlines (whose cause says more) for reapGrace
 // before the rest are cancelled.
-func (c *Client) reaper() {
+type reaper struct {
+	c      *core
+	shards *shards
+	wd     *watchdog     // gives back holds a renewal extended too late (see accessHold.unacked)
+	reap   chan struct{} // wakes it: a hold expires before at
+	// at is when it wakes next (UnixNano); 0: only when kicked, or scanning.
+	at atomic.Int64
+}
+
+// init sets r up for the client of c, whose state is s and whose watchdog is wd.
+func (r *reaper) init(c *core, s *shards, wd *watchdog) {
+	r.c, r.shards, r.wd, r.reap = c, s, wd, make(chan struct{}, 1)
+}
+
+// run is the goroutine; it returns when the client closes.
+func (r *reaper) run() {
+	c := r.c
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	type ending struct {
+		sh *shard
 		h  *hold
 		at time.Time
 	}
 	var endings []ending
 	for {
-		// While it scans, reapAt is 0, so that a hold registered in a shard already scanned
-		// kicks it again (see register).
-		c.reapAt.Store(0)
+		// While it scans, at is 0, so that a hold registered in a shard already scanned kicks
+		// it again (see holdEnds).
+		r.at.Store(0)
 		now := time.Now()
 		var next time.Time
 		soonest := func(at time.Time) {
@@ -35,14 +55,14 @@ func (c *Client) reaper() {
 				soonest(e.at)
 				continue
 			}
-			e.h.lk.sh.mu.Lock()
+			e.sh.mu.Lock()
 			e.h.end(ErrLockLost)
-			e.h.lk.sh.mu.Unlock()
+			e.sh.mu.Unlock()
 		}
 		clear(endings[len(kept):])
 		endings = kept
-		c.each(func(sh *shard) {
-			for _, h := range sh.holds {
+		r.shards.each(func(sh *shard) {
+			for h := range sh.holds.all() {
 				// Each access lapses on its own (an RWMutex owner's read and write holds have a
 				// lease each); the record ends when none is left.
 				lapsed := false
@@ -64,7 +84,7 @@ func (c *Client) reaper() {
 							// once), rather than leave the name held by nobody until that lease
 							// runs out.
 							sh.oweHolds(h, access(i))
-							c.renewSoon(now)
+							r.wd.renewSoon(now)
 						}
 					}
 				}
@@ -73,19 +93,19 @@ func (c *Client) reaper() {
 				case h.live():
 					h.syncEnd()
 				case h.watchdog:
-					c.lose(sh, h)
+					sh.lose(h)
 				default:
 					// Only fixed leases: their contexts end by their own deadlines, whose cause
 					// says more; what remains is cancelled after reapGrace.
 					h.lost = true
-					c.retire(sh, h, ErrLockLost)
-					endings = append(endings, ending{h, now.Add(reapGrace)})
+					sh.retire(h, ErrLockLost)
+					endings = append(endings, ending{sh, h, now.Add(reapGrace)})
 					soonest(now.Add(reapGrace))
 				}
 			}
 		})
 		if !next.IsZero() {
-			c.reapAt.Store(next.UnixNano())
+			r.at.Store(next.UnixNano())
 		}
 		if !t.Stop() {
 			select {
@@ -99,13 +119,13 @@ func (c *Client) reaper() {
 		select {
 		case <-c.ctx.Done():
 			for _, e := range endings {
-				e.h.lk.sh.mu.Lock()
+				e.sh.mu.Lock()
 				e.h.end(ErrClosed)
-				e.h.lk.sh.mu.Unlock()
+				e.sh.mu.Unlock()
 			}
 			return
 		case <-t.C:
-		case <-c.reap:
+		case <-r.reap:
 		}
 	}
 }
@@ -114,11 +134,19 @@ func (c *Client) reaper() {
 // deadlines before it cancels what remains.
 const reapGrace = 100 * time.Millisecond
 
-// kickReaper makes the reaper look again.
-func (c *Client) kickReaper() {
-	c.reapAt.Store(0)
+// holdEnds makes the reaper look again if a hold's local lease end, moved to end, comes
+// before it was to wake.
+func (r *reaper) holdEnds(end time.Time) {
+	if at := r.at.Load(); at == 0 || end.UnixNano() < at {
+		r.kick()
+	}
+}
+
+// kick makes the reaper look again.
+func (r *reaper) kick() {
+	r.at.Store(0)
 	select {
-	case c.reap <- struct{}{}:
+	case r.reap <- struct{}{}:
 	default:
 	}
 }

@@ -10,21 +10,27 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
+// renewer renews this process's watchdog holds for the watchdog (see watchdog.go).
+type renewer struct {
+	c      *core
+	shards *shards
+}
+
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
 const renewBatch = 100
 
-// renewHolds extends the lease of every watchdog hold (claimedOnly: of those granted with a
+// renew extends the lease of every watchdog hold (claimedOnly: of those granted with a
 // claim and not yet renewed), in scripts of at most renewBatch keys
 // grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
 // node its scripts together, so a period costs one round trip per node however many slots the
 // holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
 // owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
 // retries soon.
-func (c *Client) renewHolds(claimedOnly bool) bool { return c.renewHoldsWithin(claimedOnly, 0) }
+func (rn renewer) renew(claimedOnly bool) bool { return rn.renewWithin(claimedOnly, 0) }
 
-// renewHoldsWithin is renewHolds that gives up on the renewal after giveUp (0: as renewHolds
-// does).
-func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
+// renewWithin is renew that gives up on the renewal after giveUp (0: as renew does).
+func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
+	c := rn.c
 	type group struct {
 		script wire.Script
 		slot   uint16
@@ -36,13 +42,8 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 	// the renewal extended after all is given back), and at least a third of the lease: a
 	// period's pipeline of many scripts on a busy server may take longer than that.
 	wait := c.lease / 3
-	c.each(func(sh *shard) {
-		for key, until := range sh.yielding {
-			if now.After(until) {
-				delete(sh.yielding, key)
-			}
-		}
-		for _, h := range sh.holds {
+	rn.shards.each(func(sh *shard) {
+		for h := range sh.holds.all() {
 			if !h.watchdog || !h.claimed && claimedOnly {
 				continue
 			}
@@ -50,7 +51,7 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 			g := group{script, c.slotOf(h.key)}
 			for i, s := range h.acc {
 				if s.count > 0 && s.watchdog && !s.lost {
-					bySlot[g] = append(bySlot[g], renewee{h, access(i)})
+					bySlot[g] = append(bySlot[g], renewee{sh, h, access(i)})
 					wait = max(wait, s.expires.Sub(now))
 				}
 			}
@@ -74,7 +75,7 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
 	defer cancel()
 	sent := time.Now()
-	results := c.renewMulti(ctx, chunks)
+	results := rn.send(ctx, chunks)
 	var missing []renewal // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
 	ok := true
 	for i, r := range chunks {
@@ -82,13 +83,13 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 			missing = append(missing, r)
 			continue
 		}
-		ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
+		ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
 	}
 	if len(missing) > 0 {
 		// Load each missing script on every node once, then send those chunks again.
 		loaded := make(map[string]bool)
 		for _, r := range missing {
-			if src := c.script(r.script).Source(); !loaded[src] {
+			if src := c.variant(r.script).Source(); !loaded[src] {
 				loaded[src] = true
 				for _, n := range c.rc.Nodes() {
 					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
@@ -96,9 +97,9 @@ func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
 			}
 		}
 		sent = time.Now()
-		results = c.renewMulti(ctx, missing)
+		results = rn.send(ctx, missing)
 		for i, r := range missing {
-			ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
+			ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
 		}
 	}
 	return ok
@@ -110,16 +111,17 @@ type renewReply struct {
 	err     error
 }
 
-// renewMulti sends the renewal scripts of chunks in one pipeline (EVALSHA). With
+// send sends the renewal scripts of chunks in one pipeline (EVALSHA). With
 // Options.SyncReplicas, the scripts of each slot go out on a connection of their own followed
 // by WAIT, and a renewal that too few replicas acknowledged fails (with ErrNotReplicated): a
 // lease extended only on a primary that may be about to lose it does not count, so the hold
 // ends at its local end unless a later renewal reaches the replicas.
-func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply {
+func (rn renewer) send(ctx context.Context, chunks []renewal) []renewReply {
+	c := rn.c
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
 		keys, args := r.args(c)
-		cmds[i] = c.script(r.script).EvalSHA(c.rc.B(), keys, args)
+		cmds[i] = c.variant(r.script).EvalSHA(c.rc.B(), keys, args)
 	}
 	out := make([]renewReply, len(chunks))
 	if c.opts.SyncReplicas == 0 {
@@ -164,13 +166,14 @@ type renewal struct {
 // renewee is what one renewal extends: the holds of a record in one access (an RWMutex renews
 // an owner's read and write leases apart; the other kinds have one access).
 type renewee struct {
+	sh  *shard // h's shard
 	h   *hold
 	acc access
 }
 
 // args returns the script's keys (each hold's, as its kind names them) and arguments (the
 // lease, then each hold's owner; an RWMutex's: its lease field, "r:" or "w:" and the owner).
-func (r renewal) args(c *Client) (keys, args []string) {
+func (r renewal) args(c *core) (keys, args []string) {
 	keys = make([]string, 0, 2*len(r.holds))
 	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
 	for _, e := range r.holds {
@@ -185,9 +188,10 @@ func (r renewal) args(c *Client) (keys, args []string) {
 	return keys, a.Strings()
 }
 
-// renewed applies the outcome of one renewal script for holds, sent at sent, and reports
-// whether it ran.
-func (c *Client) renewed(holds []renewee, sent time.Time, reply []int64, err error) bool {
+// apply applies the outcome of one renewal script for holds, sent at sent, and reports whether
+// it ran.
+func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err error) bool {
+	c := rn.c
 	renewed, bad := wire.ParsePerHold(reply, len(holds))
 	if err == nil && bad != nil {
 		err = errBadReply
@@ -198,8 +202,7 @@ func (c *Client) renewed(holds []renewee, sent time.Time, reply []int64, err err
 			if !renewed.Held(i) {
 				continue
 			}
-			h, s := e.h, &e.h.acc[e.acc]
-			sh := h.lk.sh
+			h, s, sh := e.h, &e.h.acc[e.acc], e.sh
 			sh.mu.Lock()
 			if (h.lost || s.lost) && !s.unacked && strings.HasPrefix(h.owner, c.id) {
 				sh.oweHolds(h, e.acc) // ended while this renewal was in flight (as below)
@@ -220,18 +223,17 @@ func (c *Client) renewed(holds []renewee, sent time.Time, reply []int64, err err
 	}
 	end := localEnd(sent, c.lease)
 	for i, e := range holds {
-		sh := e.h.lk.sh
-		sh.mu.Lock()
-		c.renewedOne(sh, e.h, e.acc, renewed.Held(i), end)
-		sh.unlockAndDeliver()
+		e.sh.mu.Lock()
+		rn.applyOne(e.sh, e.h, e.acc, renewed.Held(i), end)
+		e.sh.unlockAndDeliver()
 	}
 	return true
 }
 
-// renewedOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
+// applyOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
 // Redis never shortens a lease), or not renewed. Called with sh.mu held, sh being h's shard.
-func (c *Client) renewedOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
-	hk := holdKey{h.key, h.owner}
+func (rn renewer) applyOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
+	c := rn.c
 	s := &h.acc[a]
 	if (h.lost || s.lost) && renewed && strings.HasPrefix(h.owner, c.id) {
 		// The reaper ended it while this renewal was in flight, which extended it after
@@ -240,7 +242,7 @@ func (c *Client) renewedOne(sh *shard, h *hold, a access, renewed bool, end time
 		sh.oweHolds(h, a)
 		return
 	}
-	if h.lost || s.lost || sh.holds[hk] != h {
+	if h.lost || s.lost || !sh.holds.current(h) {
 		return // released, lost or replaced meanwhile
 	}
 	switch {
@@ -252,11 +254,11 @@ func (c *Client) renewedOne(sh *shard, h *hold, a access, renewed bool, end time
 		h.claimed, s.unacked = false, false
 	case h.releasing > 0:
 		// An Unlock in flight released it.
-	case sh.lanes[hk] != nil && sh.lanes[hk].unlock.request != "":
+	case sh.lanes.unlocking(holdKey{h.key, h.owner}):
 		// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
 		// tells which.
 	default:
 		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
-		c.loseIn(sh, h, a)
+		sh.loseIn(h, a)
 	}
 }

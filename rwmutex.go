@@ -83,7 +83,7 @@ func (k rwKind) style(a access) waitStyle {
 
 func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
+	reply, err := lk.c.eval(ctx, r.conn, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Access: rwAccessArg[r.access],
 		Fencing: lk.fencing, FairWaitMs: lk.c.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
@@ -97,7 +97,7 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 }
 
 func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
-	r, err := lk.c.script(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := lk.c.variant(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
 	if err != nil {
 		return released{}, err
@@ -106,7 +106,7 @@ func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, r
 }
 
 func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.RWLeave).Exec(ctx, lk.c.rc, k.releaseKeys,
+	return lk.c.variant(wire.RWLeave).Exec(ctx, lk.c.rc, k.releaseKeys,
 		wire.RWLeaveArgs{Owner: r.owner, Access: rwAccessArg[r.access], Fair: k.fair, Request: r.id, ClaimMs: lk.claimMs,
 			Fencing: lk.fencing}.Strings()).Error()
 }
@@ -180,7 +180,7 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) (wire.RWInspection
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+	r, err := rw.c.variant(wire.RWInspect).Exec(ctx, rw.c.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.RWInspection
 	if err == nil {
 		in, err = wire.ParseRWInspect(r)
@@ -230,4 +230,4 @@ func (rw *RWMutex) HoldCount(ctx context.Context) (read, write int, err error) {
 // hold's own token, or for a read hold the counter when it was taken (the last writer's token,
 // 0 before any writer). It returns (0, false) without [WithFencing] or for a context that
 // carries no hold of rw. It does not block.
-func (rw *RWMutex) Token(ctx context.Context) (int64, bool) { return rw.token(ctx) }
+func (rw *RWMutex) Token(ctx context.Context) (int64, bool) { return tokenOf(ctx, &rw.lock) }

@@ -56,7 +56,7 @@ func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, q
 
 func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
+	reply, err := lk.c.eval(ctx, r.conn, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
 		Hold: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Permits: k.permits,
 		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
@@ -76,7 +76,7 @@ func (k semKind) permitsErr(lk *lock, stored int64) error {
 }
 
 func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
+	r, err := lk.c.variant(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
 	if err != nil {
 		return released{}, err
 	}
@@ -84,7 +84,7 @@ func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, 
 }
 
 func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.SemLeave).Exec(ctx, lk.c.rc, k.keys,
+	return lk.c.variant(wire.SemLeave).Exec(ctx, lk.c.rc, k.keys,
 		wire.SemLeaveArgs{Hold: r.owner, ClaimMs: lk.claimMs, N: strconv.FormatInt(r.n, 10)}.Strings()).Error()
 }
 
@@ -154,7 +154,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, s.keys.SemInspect(),
+	r, err := s.c.variant(wire.SemInspect).Exec(ctx, s.c.rc, s.keys.SemInspect(),
 		wire.SemInspectArgs{Permits: s.kind.(semKind).permits}.Strings()).AsIntSlice()
 	var free int64
 	if err == nil {

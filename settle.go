@@ -9,50 +9,47 @@ import (
 // enterLane waits for the turn of owner's lane on lk while ctx lives, then settles work left on
 // it once with commands under cmd. It returns ctx's error, ErrClosed, or the transport error
 // that kept the left work unsettled; the lane is then not held.
-func (lk *lock) enterLane(ctx, cmd context.Context, owner string) (*lane, error) {
-	l, err := lk.takeLane(ctx, owner)
+func (sh *shard) enterLane(ctx, cmd context.Context, lk *lock, owner string) (*lane, error) {
+	l, err := sh.lanes.take(ctx, holdKey{lk.keys.Lock, owner})
 	if err != nil {
 		return nil, err
 	}
-	if err := lk.c.settle(cmd, l); err != nil {
-		lk.exitLane(l)
+	if err := sh.settle(cmd, l); err != nil {
+		sh.lanes.exit(l)
 		return nil, err
 	}
 	return l, nil
 }
 
-// leave records that the caller holding l's turn leaves an acquire (request r) whose outcome
-// is unknown, and tries to settle it within releaseBudget, with commands under cmd. Whatever
-// is left is settled later (see settle). The turn is still held on return.
-func (lk *lock) leave(cmd context.Context, l *lane, r request) {
-	c := lk.c
-	l.sh.mu.Lock()
+// abandon records that the caller holding l's turn leaves an acquire on lk (request r) whose
+// outcome is unknown, and tries to settle it within releaseBudget, with commands under cmd.
+// Whatever is left is settled later (see settle). The turn is still held on return.
+func (sh *shard) abandon(cmd context.Context, l *lane, lk *lock, r request) {
+	sh.mu.Lock()
 	r.mode, r.join = resolveOnly, false
 	l.lostAcquire, l.lk = r, lk
-	l.sh.mu.Unlock()
-	_ = c.settleWithin(cmd, l, releaseBudget)
+	sh.mu.Unlock()
+	_ = sh.settleWithin(cmd, l, releaseBudget)
 }
 
-// owe records a hold in access acc taken for a caller who left (its context ended while the
+// owe records a hold on lk in access acc taken for a caller who left (its context ended while the
 // script ran), and gives it back within releaseBudget, or later, with commands under cmd. The
 // turn of l is held.
-func (lk *lock) owe(cmd context.Context, l *lane, acc access) {
-	c := lk.c
-	l.sh.mu.Lock()
+func (sh *shard) owe(cmd context.Context, l *lane, lk *lock, acc access) {
+	sh.mu.Lock()
 	l.owed[acc]++
 	l.lk = lk
-	l.sh.mu.Unlock()
-	_ = c.settleWithin(cmd, l, releaseBudget)
+	sh.mu.Unlock()
+	_ = sh.settleWithin(cmd, l, releaseBudget)
 }
 
 // oweHolds queues the give-back of every hold recorded in h in access a (lost here, still held
-// in Redis) on its lane, for the watchdog to settle. Called with sh.mu held, sh being h's
-// shard.
+// in Redis) on its lane, for the watchdog to settle. Called with sh.mu held.
 func (sh *shard) oweHolds(h *hold, a access) {
 	if h.acc[a].count <= 0 {
 		return
 	}
-	l := sh.laneOf(holdKey{h.key, h.owner})
+	l := sh.lanes.of(holdKey{h.key, h.owner})
 	l.owed[a] += h.acc[a].count
 	l.lk = h.lk
 }
@@ -60,9 +57,10 @@ func (sh *shard) oweHolds(h *hold, a access) {
 // settleWithin settles l with commands under cmd, retrying transport errors with back-off
 // until budget has passed. It returns the last transport error if work is left (the watchdog
 // retries it).
-func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration) error {
+func (sh *shard) settleWithin(cmd context.Context, l *lane, budget time.Duration) error {
+	c := sh.c
 	err := retryTransport(budget, func() error {
-		err := c.settle(cmd, l)
+		err := sh.settle(cmd, l)
 		if err != nil && c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrClosed, err) // no retries once the client closes
 		}
@@ -80,8 +78,8 @@ func (c *Client) settleWithin(cmd context.Context, l *lane, budget time.Duration
 // a lost Unlock, keeping its outcome for that Unlock's retry (see takeOutcome). It stops at the
 // first transport error, which it returns; errors from Redis are logged and drop the work (the
 // lease bounds the damage).
-func (c *Client) settle(cmd context.Context, l *lane) error {
-	sh := l.sh
+func (sh *shard) settle(cmd context.Context, l *lane) error {
+	c := sh.c
 	sh.mu.Lock()
 	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
 	sh.mu.Unlock()
@@ -130,13 +128,13 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 		}
 		sh.mu.Lock()
 		if err == nil {
-			err = c.released(sh, lk, l.unlockHold, l.unlockAcc, p, rel)
+			err = sh.applyRelease(lk, l.unlockHold, l.unlockAcc, p, rel)
 		}
 		if hc := l.unlockCtx; hc != nil {
 			if u := &hc.unlock[l.unlockAcc]; u.request == p.request {
 				u.settled, u.outcome = true, err
 			}
-		} else if sh.holds[l.hk] != nil {
+		} else if sh.holds.get(l.hk) != nil {
 			// Kept for the owner's retry while it holds the lock here (see lane.settled).
 			l.settled[l.unlockAcc], l.outcome[l.unlockAcc] = true, err
 		}
@@ -153,14 +151,16 @@ func (c *Client) settle(cmd context.Context, l *lane) error {
 // up neither the watchdog's renewals nor, past that, the other lanes. What it gave up on stays
 // on its lane (a request whose outcome is unknown is replayed under its id) for the next pass.
 // Called by the watchdog goroutine only.
-func (c *Client) settleLanes(within time.Duration) <-chan struct{} {
-	var todo []*lane
-	c.each(func(sh *shard) {
-		for _, l := range sh.lanes {
-			if l.refs == 0 && l.work() {
-				l.refs++
-				todo = append(todo, l)
-			}
+func (s *shards) settleLanes(within time.Duration) <-chan struct{} {
+	c := s.c
+	type work struct {
+		sh *shard
+		l  *lane
+	}
+	var todo []work
+	s.each(func(sh *shard) {
+		for _, l := range sh.lanes.idle() {
+			todo = append(todo, work{sh, l})
 		}
 	})
 	if len(todo) == 0 {
@@ -173,16 +173,16 @@ func (c *Client) settleLanes(within time.Duration) <-chan struct{} {
 		defer close(done)
 		ctx, cancel := giveUpAfter(c.ctx, within)
 		defer cancel()
-		for _, l := range todo {
+		for _, w := range todo {
 			select {
-			case l.turn <- struct{}{}:
+			case w.l.turn <- struct{}{}:
 				if ctx.Err() == nil {
-					_ = c.settle(giveUp{ctx}, l)
+					_ = w.sh.settle(giveUp{ctx}, w.l)
 				}
-				<-l.turn
+				<-w.l.turn
 			default:
 			}
-			c.dropLane(l)
+			w.sh.lanes.drop(w.l)
 		}
 	}()
 	return done

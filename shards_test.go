@@ -56,7 +56,7 @@ func TestShards_namesInOtherShardsDoNotWait(t *testing.T) {
 				lk, take, give := k.make(c, "busy"+k.name, w)
 				var other *shard
 				for i := 0; other == nil || other == lk.sh; i++ {
-					other = c.shardOf(wire.NewKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).Lock)
+					other = c.shards.of(wire.NewKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).Lock)
 				}
 				other.mu.Lock()
 				defer other.mu.Unlock()
@@ -174,10 +174,10 @@ func TestShards_concurrentNames(t *testing.T) {
 	assert.Empty(t, obs.bad)
 	assert.Equal(t, len(obs.started), len(obs.ended), "every hold started was ended")
 	obs.mu.Unlock()
-	assert.Zero(t, c.nholds.Load())
+	assert.Zero(t, c.shards.records.Load())
 	require.Eventually(t, func() bool {
 		left := 0
-		c.each(func(sh *shard) { left += len(sh.holds) + len(sh.lanes) + len(sh.subs) + len(sh.arrivals) })
+		c.shards.each(func(sh *shard) { left += len(sh.holds.m) + len(sh.lanes.m) + len(sh.subs.m) + len(sh.subs.arrivals.m) })
 		return left == 0
 	}, 10*time.Second, 10*time.Millisecond, "per-name state left behind")
 }

@@ -108,7 +108,7 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
+	reply, err := c.variant(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
 	if err != nil {
 		return State{}, err
 	}

@@ -12,6 +12,7 @@ import (
 // repeated.
 type waiter struct {
 	lk       *lock
+	sh       *shard // the client's state about the lock's name
 	style    waitStyle
 	r        request // owner, request id, access, permits, join (not a single attempt)
 	ctx      context.Context
@@ -62,13 +63,13 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	if err == nil && a.unreplicated != nil {
 		err = a.unreplicated
-		w.lk.owe(w.cmd, w.lane, r.access) // give the hold back; the call ends with err
+		w.sh.owe(w.cmd, w.lane, w.lk, r.access) // give the hold back; the call ends with err
 		a.acquired = false
 	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay the request
 	}
-	w.lk.exitLane(w.lane)
+	w.sh.lanes.exit(w.lane)
 	w.lane = nil
 	return a, err
 }
@@ -99,16 +100,15 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 // an unlock message or the holder's lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
 // unlock published between the first attempt and the subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
-	c := w.lk.c
-	s := c.subscribe(w.lk.sh, w.lk.keys.Channel)
+	s := w.sh.subs.subscribe(w.lk.keys.Channel)
 	if s == nil {
 		return a, ErrClosed
 	}
 	acquired := false
-	defer func() { c.unsubscribe(s, !acquired) }()
+	defer func() { w.sh.subs.unsubscribe(s, !acquired) }()
 	backoff := newBackoff()
 	for {
-		d := w.lk.leaseBound(a.pttl)
+		d := w.leaseBound(a.pttl)
 		if err != nil {
 			d = backoff.next()
 		} else {
@@ -117,7 +117,7 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
-		if d := w.lk.courtesyLeft(); d > 0 && !w.tried {
+		if d := w.sh.courtesy.left(w.lk.keys.Lock); d > 0 && !w.tried {
 			// A new call woken early (by the subscription's confirmation) keeps the window.
 			if err := w.sleep(d, nil); err != nil {
 				return attempt{}, err
@@ -145,7 +145,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if w.style.queued {
 		defer func() {
 			if !acquired && w.r.join {
-				w.lk.leaveQueue(w.cmd, w.r)
+				w.leaveQueue()
 			}
 		}()
 	}
@@ -164,7 +164,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
-		if s = c.subscribe(w.lk.sh, w.lk.keys.Channel); s == nil {
+		if s = w.sh.subs.subscribe(w.lk.keys.Channel); s == nil {
 			return a, ErrClosed
 		}
 		switch w.style.wake {
@@ -183,7 +183,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 			if w.style.wake == wakeAddressed {
 				s.address(w.address(), ad, false)
 			}
-			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
+			w.sh.subs.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()
 	}
 	// queued is when the last attempt that ran without acquiring was sent. A grant message may
@@ -204,7 +204,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		case err != nil:
 			d = backoff.next()
 		case a.head || !w.style.queued:
-			d = min(d, w.lk.leaseBound(a.pttl))
+			d = min(d, w.leaseBound(a.pttl))
 		}
 		if err := w.sleep(d, wake); err != nil {
 			return attempt{}, err
@@ -263,7 +263,7 @@ func (w *waiter) takeTurn() error {
 	if w.lane != nil {
 		return nil
 	}
-	l, err := w.lk.enterLane(w.ctx, w.cmd, w.r.owner)
+	l, err := w.sh.enterLane(w.ctx, w.cmd, w.lk, w.r.owner)
 	if err != nil {
 		if w.ctx.Err() != nil {
 			err = w.lk.errorf("waiting: %w", err)
@@ -274,11 +274,12 @@ func (w *waiter) takeTurn() error {
 	return nil
 }
 
-// leaveQueue removes the waiter of r from its queue, retrying transport errors for a few
+// leaveQueue removes this call's entry from its queue, retrying transport errors for a few
 // seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
-func (lk *lock) leaveQueue(cmd context.Context, r request) {
+func (w *waiter) leaveQueue() {
+	lk := w.lk
 	err := retryTransport(releaseBudget, func() error {
-		return lk.kind.leave(detach(cmd), lk, r)
+		return lk.kind.leave(detach(w.cmd), lk, w.r)
 	})
 	switch {
 	case isTransport(err):
@@ -291,9 +292,9 @@ func (lk *lock) leaveQueue(cmd context.Context, r request) {
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past
 // it, so a lost message or an expiry (which publishes nothing) costs at most one lease.
-func (lk *lock) leaseBound(pttl time.Duration) time.Duration {
+func (w *waiter) leaseBound(pttl time.Duration) time.Duration {
 	if pttl < 0 {
-		return lk.c.opts.WatchdogTimeout // a key without expiry, not made by this library
+		return w.lk.c.opts.WatchdogTimeout // a key without expiry, not made by this library
 	}
 	return pttl + time.Millisecond
 }

@@ -1,14 +1,36 @@
 package rlock
 
 import (
+	"sync/atomic"
 	"time"
 )
 
 // watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
-// watchdog holds and has lanes with work left settled. After a failed renewal it tries again soon
-// (10ms doubling, at most a third of the lease), not a whole period later. Holds granted with
-// a short claim (direct handoff) are renewed on their own before it runs out (see renewSoon).
-func (c *Client) watchdog() {
+// watchdog holds and has lanes with work left settled. After a failed renewal it tries again
+// soon (10ms doubling, at most a third of the lease), not a whole period later. Holds granted
+// with a short claim (direct handoff) are renewed on their own before it runs out (see
+// renewSoon). After a restart or failover was noticed it checks every hold (see checkNow).
+type watchdog struct {
+	c       *core
+	shards  *shards
+	renewer renewer
+	checker checker
+	soon    chan struct{} // wakes it: claimed holds are to be renewed at soonAt
+	recheck chan struct{} // wakes it: check every hold now (see watchers.go)
+	// soonAt is when it renews claimed holds (UnixNano); 0: not planned.
+	soonAt atomic.Int64
+}
+
+// init sets w up for the client of c, whose state is s.
+func (w *watchdog) init(c *core, s *shards) {
+	w.c, w.shards = c, s
+	w.renewer, w.checker = renewer{c, s}, checker{c, s}
+	w.soon, w.recheck = make(chan struct{}, 1), make(chan struct{}, 1)
+}
+
+// run is the goroutine; it returns when the client closes.
+func (w *watchdog) run() {
+	c := w.c
 	defer c.wg.Done()
 	period := c.lease / 3
 	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
@@ -28,12 +50,12 @@ func (c *Client) watchdog() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.recheck:
+		case <-w.recheck:
 			checkAll = true
 		case <-recheck.C:
 			checkAll = true
-		case <-c.soon:
-			soon.Reset(time.Until(time.Unix(0, c.soonAt.Load())))
+		case <-w.soon:
+			soon.Reset(time.Until(time.Unix(0, w.soonAt.Load())))
 			continue
 		case <-soon.C:
 			claimedOnly = true
@@ -41,17 +63,12 @@ func (c *Client) watchdog() {
 		}
 		start := time.Now()
 		if checkAll {
-			// Each try gives up soon, so that a call that rueidis retries while the node is away
-			// (connection refused, CLUSTERDOWN) does not hold back the next try once it is
-			// back: 250ms for the first 20 tries (a failover takes seconds), then doubling to
-			// 2s, for a server too slow to answer within that.
-			giveUp := 250 * time.Millisecond
-			if checks >= 20 {
-				giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
-			}
-			ok := c.renewHoldsWithin(false, giveUp)
+			// Each try gives up soon (see checkGiveUp): the watchdog holds are renewed, the
+			// fixed-lease holds checked.
+			giveUp := checkGiveUp(checks)
+			ok := w.renewer.renewWithin(false, giveUp)
 			ctx, cancel := giveUpAfter(c.ctx, giveUp)
-			ok = c.checkFixed(ctx) && ok
+			ok = w.checker.check(ctx, false) && ok
 			cancel()
 			checks++
 			if ok {
@@ -64,17 +81,17 @@ func (c *Client) watchdog() {
 		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
 		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
 		if settling == nil || isClosed(settling) {
-			settling = c.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
+			settling = w.shards.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
 		}
 		if claimedOnly {
-			c.soonAt.Store(0)
-			if !c.renewHolds(true) {
+			w.soonAt.Store(0)
+			if !w.renewer.renew(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
 			}
 			continue
 		}
 		next := period
-		if c.renewHolds(false) {
+		if w.renewer.renew(false) {
 			retry = newBackoff()
 		} else {
 			next = min(retry.next(), period)
@@ -86,19 +103,28 @@ func (c *Client) watchdog() {
 
 // renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
 // local end of a claim, or sooner.
-func (c *Client) renewSoon(end time.Time) {
+func (w *watchdog) renewSoon(end time.Time) {
 	at := time.Now().Add(time.Until(end) / 2).UnixNano()
 	for {
-		cur := c.soonAt.Load()
+		cur := w.soonAt.Load()
 		if cur != 0 && at >= cur {
 			return
 		}
-		if c.soonAt.CompareAndSwap(cur, at) {
+		if w.soonAt.CompareAndSwap(cur, at) {
 			break
 		}
 	}
 	select {
-	case c.soon <- struct{}{}:
+	case w.soon <- struct{}{}:
+	default:
+	}
+}
+
+// checkNow makes the watchdog check every hold at once (renewing the watchdog holds, checking
+// the fixed-lease ones), and again every recheckInterval until a check gets through.
+func (w *watchdog) checkNow() {
+	select {
+	case w.recheck <- struct{}{}:
 	default:
 	}
 }
