@@ -9,7 +9,8 @@ import (
 // after wait): it waits while ctx lives and runs its Redis commands under cmd (the observer's
 // context; see detach). blocked reports that an attempt found the lock held, or that the call
 // queued behind waiters.
-func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
+func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
+	lk := &h.lock
 	if err := lk.check(ctx); err != nil {
 		return nil, false, err
 	}
@@ -19,7 +20,7 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	req := lk.c.requestID() // unique across clients: a random client id and a counter
+	req := lk.core.requestID() // unique across clients: a random client id and a counter
 	var owner string
 	var ok bool
 	if !lk.ownerless {
@@ -33,12 +34,12 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 		// else can hold as it, and skip the replay record (see lib.lua).
 		owner = req
 	}
-	w := waiter{lk: lk, sh: lk.sh, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
+	w := waiter{lk: lk, sh: h.sh, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
 		r: request{owner: owner, id: req, access: acc, n: n, join: !bounded || wait != 0}}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
-	c := lk.c
+	c := h.c
 	noticed := c.watchers.notices()
 	a, err := w.acquire()
 	if err != nil {
@@ -69,20 +70,20 @@ func (lk *lock) acquire(ctx, cmd context.Context, acc access, n int64, bounded b
 	return held, w.blocked, nil
 }
 
-// observeAcquire runs an acquire call (see lock.acquire) between the observer's Start and End.
-func (lk *lock) observeAcquire(ctx context.Context, op Op, acc access, n int64, bounded bool, wait time.Duration) (context.Context, error) {
-	obs := lk.c.obs
+// observeAcquire runs an acquire call (see acquire) between the observer's Start and End.
+func (h *locker) observeAcquire(ctx context.Context, op Op, acc access, n int64, bounded bool, wait time.Duration) (context.Context, error) {
+	obs := h.core.obs
 	if obs == nil || ctx == nil {
-		held, _, err := lk.acquire(ctx, ctx, acc, n, bounded, wait)
+		held, _, err := h.acquire(ctx, ctx, acc, n, bounded, wait)
 		return held, err
 	}
 	start := time.Now()
-	info := lk.info()
+	info := h.info()
 	octx := obs.Start(ctx, op, info)
 	if octx == nil {
 		octx = ctx
 	}
-	held, blocked, err := lk.acquire(ctx, octx, acc, n, bounded, wait)
+	held, blocked, err := h.acquire(ctx, octx, acc, n, bounded, wait)
 	took := time.Since(start)
 	if err == nil && blocked {
 		obs.Event(Event{Type: EventHandoff, Lock: info, Waited: took})

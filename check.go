@@ -56,14 +56,7 @@ func (k checker) check(ctx context.Context, all bool) bool {
 			if h.lost || !all && !h.fixed() {
 				continue
 			}
-			kind := wire.CheckMutex
-			switch h.lk.kind.(type) {
-			case rwKind:
-				kind = wire.CheckRW
-			case semKind:
-				kind = wire.CheckSem
-			}
-			g := group{kind, c.slotOf(h.key)}
+			g := group{h.lk.kind.checkKind(), c.slotOf(h.key)}
 			groups[g] = append(groups[g], held{sh, h})
 		}
 	})
@@ -108,3 +101,6 @@ func (k checker) check(ctx context.Context, all bool) bool {
 	}
 	return ok
 }
+
+// recheckInterval is how often a check after a lost connection is tried until it gets through.
+const recheckInterval = 100 * time.Millisecond

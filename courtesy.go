@@ -34,8 +34,8 @@ const (
 // shard's hold records and subscriptions. It is guarded by mu, the shard's mutex.
 type courtesy struct {
 	mu    *sync.Mutex
-	holds *holds               // an owner that holds the lock here tries at once
-	subs  *subs                // this client's waiters
+	holds *holdTable           // an owner that holds the lock here tries at once
+	subs  *subTable            // this client's waiters
 	until map[string]time.Time // lock key -> end of its courtesy window
 }
 

@@ -12,16 +12,16 @@ type holdKey struct{ key, owner string }
 
 // holds is a shard's hold records: this process's holds, by lock key and owner. It is guarded
 // by the shard's mutex.
-type holds struct{ m map[holdKey]*hold }
+type holdTable struct{ m map[holdKey]*hold }
 
 // get returns the record of hk, or nil.
-func (t *holds) get(hk holdKey) *hold { return t.m[hk] }
+func (t *holdTable) get(hk holdKey) *hold { return t.m[hk] }
 
 // current reports whether h is the record of its lock and owner (not ended, nor replaced).
-func (t *holds) current(h *hold) bool { return t.m[holdKey{h.key, h.owner}] == h }
+func (t *holdTable) current(h *hold) bool { return t.m[holdKey{h.key, h.owner}] == h }
 
 // add records h, the first record of its lock and owner or one replacing an ended record.
-func (t *holds) add(h *hold) {
+func (t *holdTable) add(h *hold) {
 	if t.m == nil {
 		t.m = make(map[holdKey]*hold)
 	}
@@ -29,7 +29,7 @@ func (t *holds) add(h *hold) {
 }
 
 // remove forgets h and reports whether it was current.
-func (t *holds) remove(h *hold) bool {
+func (t *holdTable) remove(h *hold) bool {
 	if !t.current(h) {
 		return false
 	}
@@ -38,7 +38,7 @@ func (t *holds) remove(h *hold) bool {
 }
 
 // all yields every record (one may be removed meanwhile).
-func (t *holds) all() iter.Seq[*hold] {
+func (t *holdTable) all() iter.Seq[*hold] {
 	return func(yield func(*hold) bool) {
 		for _, h := range t.m {
 			if !yield(h) {
@@ -49,7 +49,7 @@ func (t *holds) all() iter.Seq[*hold] {
 }
 
 // clear forgets every record and returns how many there were.
-func (t *holds) clear() int {
+func (t *holdTable) clear() int {
 	n := len(t.m)
 	t.m = nil
 	return n
@@ -61,7 +61,7 @@ type hold struct {
 	key, owner string
 	lk         *lock                // the lock that took it, to give it back
 	acc        [accesses]accessHold // its holds by access, each with a lease of its own
-	watchdog   bool                 // some access renews (see accessHold.watchdog)
+	renews     bool                 // some access is renewed by the watchdog (see accessHold.renews)
 	claimed    bool                 // a watchdog hold granted with a claim, not renewed yet
 	token      int64
 	lost       bool      // the record ended lost: remaining Unlocks report ErrLockLost
@@ -89,10 +89,10 @@ type hold struct {
 // RWMutex each have a lease of their own in Redis, so each access keeps its own count, lease
 // end and loss: one that lapses leaves the other's holds (and the record's contexts) alone.
 type accessHold struct {
-	count    int       // holds taken in this process and not yet released
-	watchdog bool      // some hold was taken without a fixed lease: renew it
-	expires  time.Time // local end of the lease, no later than Redis' (see localEnd); only moves later
-	lost     bool      // the lease is gone; remaining releases in this access report ErrLockLost
+	count   int       // holds taken in this process and not yet released
+	renews  bool      // some hold was taken without a fixed lease: the watchdog renews it
+	expires time.Time // local end of the lease, no later than Redis' (see localEnd); only moves later
+	lost    bool      // the lease is gone; remaining releases in this access report ErrLockLost
 	// unacked: a renewal extended it in Redis but too few replicas acknowledged it (see
 	// Options.SyncReplicas), so Redis' lease outlasts expires; if it is lost so, it is given
 	// back in Redis.
@@ -114,7 +114,7 @@ func (h *hold) live() bool {
 // leases): the watchdog's renewals do not check them.
 func (h *hold) fixed() bool {
 	for _, a := range h.acc {
-		if a.count > 0 && !a.lost && !a.watchdog {
+		if a.count > 0 && !a.lost && !a.renews {
 			return true
 		}
 	}

@@ -125,20 +125,20 @@ func (e *leaseEnd) Unwrap() error {
 	return ErrLockLost
 }
 
-// joined is a hold context whose parent can never be cancelled: values come from the parent,
+// holdOnly is a hold context whose parent can never be cancelled: values come from the parent,
 // cancellation (and its cause) from the hold.
-type joined struct {
+type holdOnly struct {
 	context.Context // the parent
 	hold            context.Context
 }
 
-func (j joined) Done() <-chan struct{} { return j.hold.Done() }
+func (j holdOnly) Done() <-chan struct{} { return j.hold.Done() }
 
-func (j joined) Err() error { return j.hold.Err() }
+func (j holdOnly) Err() error { return j.hold.Err() }
 
 // Value looks in the parent first, then in the hold's context, which is what makes
 // context.Cause find the hold's cause.
-func (j joined) Value(key any) any {
+func (j holdOnly) Value(key any) any {
 	if v := j.Context.Value(key); v != nil {
 		return v
 	}
@@ -157,7 +157,7 @@ func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end 
 		// Nested in a live hold context of h, whose cancellation reaches this one.
 		trip = prev.trip
 	case parent.Done() == nil:
-		ctx = joined{Context: parent, hold: h.ctx}
+		ctx = holdOnly{Context: parent, hold: h.ctx}
 		trip = h.cancel
 	default:
 		var cancel context.CancelCauseFunc

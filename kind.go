@@ -19,22 +19,32 @@ const (
 	accesses // the number of accesses
 )
 
-// kind is what one kind of lock contributes. Each method runs its script once, under ctx.
+// kind is what one kind of lock contributes: everything that differs between kinds. A kind is
+// bound to its lock when the lock is made, and knows its keys, scripts and settings; the
+// acquire and release paths (acquire.go, release.go), the renewals, the hold checks and State
+// do the rest the same way for every kind. Each method that runs a script runs it once, under
+// ctx.
 type kind interface {
+	// name is the Kind that observers and State see.
+	name() string
+	// style is how a waiter for access a waits.
+	style(a access) waitStyle
 	// acquire runs the acquire script for r (see attempt).
-	acquire(ctx context.Context, lk *lock, r request) (attempt, error)
+	acquire(ctx context.Context, r request) (attempt, error)
 	// release runs the release script for one hold of owner in access a, under request id req.
-	release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error)
-	// leave removes the waiter of request r from the lock's queue (queued waiters only), and
+	release(ctx context.Context, owner string, a access, req string) (releaseReply, error)
+	// dequeue removes the waiter of request r from the lock's queue (queued waiters only), and
 	// gives back a hold a release granted it.
-	leave(ctx context.Context, lk *lock, r request) error
+	dequeue(ctx context.Context, r request) error
 	// renewal is the script that renews watchdog holds of this kind and the keys it takes per
 	// hold (all in the lock's slot); see renew.lua.
 	renewal() (wire.Script, []string)
-	// style is how a waiter for access a waits.
-	style(a access) waitStyle
-	// name is the Kind that observers see.
-	name() string
+	// renewOwner is how the renewal script names the holds of owner in access a.
+	renewOwner(owner string, a access) string
+	// checkKind is the kind check.lua checks the holds of this kind as (wire.CheckMutex, ...).
+	checkKind() string
+	// force is the force-unlock script with its keys and arguments.
+	force() (s wire.Script, keys, args []string)
 }
 
 // waitStyle is how a waiter of a kind waits under PubSub (Spin polls instead of waking).
@@ -52,11 +62,11 @@ type waitStyle struct {
 // rules (see courtesy.go).
 func (s waitStyle) barging() bool { return s == waitStyle{wake: wakeOne} }
 
-// Ways a waiter is woken by the lock's channel (see pubsub.go).
+// Ways a waiter is woken by the lock's channel (see wakeup.go).
 type wakeBy uint8
 
 const (
-	wakeOne       wakeBy = iota // "0" or "*": one waiter per client, barging rules (wait.go) for a plain Mutex
+	wakeOne       wakeBy = iota // "0" or "*": one waiter per client, barging rules (courtesy.go) for a plain Mutex
 	wakeReaders                 // "*": every reader of the client
 	wakeAddressed               // "@" + address: the waiter with that address
 )
@@ -69,7 +79,7 @@ type request struct {
 	access access
 	n      int64 // permits (Semaphore)
 	join   bool  // join (or stay in) the queue if the lock is not free
-	// conn, if not nil, is the connection the script must run on (see Client.eval).
+	// conn, if not nil, is the connection the script must run on (see core.eval).
 	conn rueidis.DedicatedClient
 }
 
@@ -102,17 +112,17 @@ type attempt struct {
 	unreplicated error
 }
 
-// released is the outcome of one run of a release script.
-type released struct {
+// releaseReply is the outcome of one run of a release script.
+type releaseReply struct {
 	left  int64 // the owner's remaining holds in that access; -1: it held none
 	total int64 // its remaining holds in every access
 	woken int64 // clients the release message reached
 }
 
-// parseReleased is a release script's decoded reply (see wire.ParseRelease) as released.
-func parseReleased(r wire.Released, err error) (released, error) {
+// parseReleased is a release script's decoded reply (see wire.ParseRelease) as a releaseReply.
+func parseReleased(r wire.Released, err error) (releaseReply, error) {
 	if err != nil {
-		return released{}, badReply(err)
+		return releaseReply{}, badReply(err)
 	}
-	return released{left: r.Left, total: r.Total, woken: r.Woken}, nil
+	return releaseReply{left: r.Left, total: r.Total, woken: r.Woken}, nil
 }

@@ -17,10 +17,10 @@ import (
 
 // lanes is a shard's request lanes: those in use, or with work left or an outcome kept. Its
 // fields, and those of its lanes but turn, are guarded by mu, the shard's mutex.
-type lanes struct {
+type laneTable struct {
 	mu    *sync.Mutex
-	c     *core  // closing ends a wait for a turn
-	holds *holds // the shard's hold records: a lane keeps outcomes while its owner has one
+	c     *core      // closing ends a wait for a turn
+	holds *holdTable // the shard's hold records: a lane keeps outcomes while its owner has one
 	m     map[holdKey]*lane
 	spare *lane // a forgotten lane that of reuses (saves two allocations)
 }
@@ -29,7 +29,7 @@ type lanes struct {
 // a request is in flight; every other field is guarded by the shard's mutex.
 type lane struct {
 	hk   holdKey
-	t    *lanes // the lanes of hk.key's shard
+	t    *laneTable // the lanes of hk.key's shard
 	turn chan struct{}
 	refs int   // calls using or waiting for the lane
 	lk   *lock // the lock that left work on the lane, to settle it
@@ -52,7 +52,7 @@ type lane struct {
 }
 
 // of returns the lane of hk, making it if there is none. Called with t.mu held.
-func (t *lanes) of(hk holdKey) *lane {
+func (t *laneTable) of(hk holdKey) *lane {
 	l := t.m[hk]
 	if l == nil {
 		if l = t.spare; l != nil {
@@ -71,14 +71,14 @@ func (t *lanes) of(hk holdKey) *lane {
 
 // unlocking reports whether the lane of hk carries an Unlock whose outcome is unknown: it may
 // have released the hold, or the hold lapsed; settling it tells which. Called with t.mu held.
-func (t *lanes) unlocking(hk holdKey) bool {
+func (t *laneTable) unlocking(hk holdKey) bool {
 	l := t.m[hk]
 	return l != nil && l.unlock.request != ""
 }
 
 // recordEnded forgets the outcomes the lane of hk keeps for retries: the owner's hold record
 // on the lock ended, so a retried Unlock has nothing here to release. Called with t.mu held.
-func (t *lanes) recordEnded(hk holdKey) {
+func (t *laneTable) recordEnded(hk holdKey) {
 	if l := t.m[hk]; l != nil {
 		l.dropOutcomes()
 	}
@@ -86,7 +86,7 @@ func (t *lanes) recordEnded(hk holdKey) {
 
 // idle takes a reference to every lane that has work left and that nobody is using, and
 // returns them (see settleLanes). Called with t.mu held.
-func (t *lanes) idle() []*lane {
+func (t *laneTable) idle() []*lane {
 	var ls []*lane
 	for _, l := range t.m {
 		if l.refs == 0 && l.work() {
@@ -99,7 +99,7 @@ func (t *lanes) idle() []*lane {
 
 // take waits for the turn of the lane of hk while ctx lives, settling nothing. It returns
 // ctx's error or ErrClosed, holding nothing, if those end the wait.
-func (t *lanes) take(ctx context.Context, hk holdKey) (*lane, error) {
+func (t *laneTable) take(ctx context.Context, hk holdKey) (*lane, error) {
 	t.mu.Lock()
 	l := t.of(hk)
 	l.refs++
@@ -121,14 +121,14 @@ func (t *lanes) take(ctx context.Context, hk holdKey) (*lane, error) {
 }
 
 // exit gives up the turn of l.
-func (t *lanes) exit(l *lane) {
+func (t *laneTable) exit(l *lane) {
 	<-l.turn
 	t.drop(l)
 }
 
 // drop drops one reference to l, forgetting it once unused and settled. The caller must not
 // use l afterwards: a forgotten lane may be reused for another owner or lock (see spare).
-func (t *lanes) drop(l *lane) {
+func (t *laneTable) drop(l *lane) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l.refs--; l.refs == 0 && !l.unsettled() && t.m[l.hk] == l {

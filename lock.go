@@ -12,31 +12,13 @@ import (
 )
 
 // One machinery serves every kind of lock. A lock is a name, its keys and settings; its kind
-// (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) contributes only its scripts, its key
-// layout and how its waiters wake. Everything else is written once (docs/layout.md maps the
+// (see kind.go) contributes its scripts, its key layout, how its waiters wake and what its
+// holds are checked and renewed as. Everything else is written once (docs/layout.md maps the
 // files).
-
-// parseAttempt reads an acquire script's reply (see wire.ParseAttempt) into a, sent already. A
-// kind whose script has sentinel replies maps them to errors before.
-func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
-	w, err := wire.ParseAttempt(reply)
-	if err != nil {
-		return a, fmt.Errorf("rlock: %s %q: unexpected acquire reply %v", lk.noun, lk.name, reply)
-	}
-	a.acquired, a.count, a.token, a.claim = w.Acquired, w.Count, w.Token, w.Claim
-	a.pttl, a.head, a.joined = w.PTTL, w.Head, w.Joined
-	return a, nil
-}
-
-// holdCtxKey finds, in a context, the hold of one lock of one client.
-type holdCtxKey struct {
-	c   *core
-	key string
-}
 
 // lock is what every kind of lock has: a name, its keys, its settings and its kind.
 type lock struct {
-	c       *Client
+	core    *core
 	kind    kind
 	noun    string // the kind as State.Kind spells it ("rw_mutex"), for errors
 	name    string
@@ -47,8 +29,7 @@ type lock struct {
 	// ownerless: every acquire is a new hold named by its request id, and hold contexts carry
 	// no owner (Semaphore).
 	ownerless bool
-	err       error  // invalid name or option: returned by every call
-	sh        *shard // the client's state about this name (see shards.of)
+	err       error // invalid name or option: returned by every call
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds
@@ -56,9 +37,15 @@ type lock struct {
 	ctxKey any
 }
 
-// newLock applies opts to a lock called name, whose kind newKind makes from its keys and
-// settings (kinds make the key lists of their scripts once, here).
-func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []MutexOption) lock {
+// holdCtxKey finds, in a context, the hold of one lock of one client.
+type holdCtxKey struct {
+	c   *core
+	key string
+}
+
+// init sets lk up as the lock called name of the client of c, with opts; its kind is set by
+// the caller (see Client.bind).
+func (lk *lock) init(c *core, noun, name string, opts []MutexOption) {
 	cfg := mutexConfig{wait: c.opts.Wait}
 	for _, opt := range opts {
 		if opt == nil {
@@ -74,8 +61,8 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 	if err != nil {
 		err = fmt.Errorf("%s %q: %w", noun, name, err)
 	}
-	lk := lock{
-		c:       c,
+	*lk = lock{
+		core:    c,
 		noun:    noun,
 		name:    name,
 		keys:    wire.NewKeys(c.opts.KeyPrefix, name),
@@ -84,17 +71,17 @@ func (c *Client) newLock(noun, name string, newKind func(lk *lock) kind, opts []
 		fencing: cfg.fencing,
 		err:     err,
 	}
-	lk.sh = c.shards.of(lk.keys.Lock)
-	lk.ctxKey = holdCtxKey{&c.core, lk.keys.Lock}
+	lk.ctxKey = holdCtxKey{c, lk.keys.Lock}
 	lk.leaseMs = strconv.FormatInt(lk.leaseFor().Milliseconds(), 10)
 	lk.claimMs = strconv.FormatInt(lk.claimFor().Milliseconds(), 10)
-	lk.kind = newKind(&lk)
-	return lk
 }
 
-// errorf returns an error naming the lock.
-func (lk *lock) errorf(format string, args ...any) error {
-	return fmt.Errorf("%s %q: "+format, append([]any{lk.noun, lk.name}, args...)...)
+// checkName returns nil for a valid lock name, else an error wrapping ErrInvalid.
+func checkName(name string) error {
+	if err := wire.CheckName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // check returns the error every call must return before doing anything, or nil.
@@ -102,7 +89,7 @@ func (lk *lock) check(ctx context.Context) error {
 	if lk.err != nil {
 		return lk.err
 	}
-	if lk.c.closed.Load() {
+	if lk.core.closed.Load() {
 		return ErrClosed
 	}
 	if ctx == nil {
@@ -111,12 +98,24 @@ func (lk *lock) check(ctx context.Context) error {
 	return nil
 }
 
+// callerOwner returns the owner ctx carries, validated, and whether it carries one.
+func (lk *lock) callerOwner(ctx context.Context) (string, bool, error) {
+	owner, ok := Owner(ctx)
+	if !ok {
+		return "", false, nil
+	}
+	if err := validateOwner(owner); err != nil {
+		return "", false, lk.errorf("%w", err)
+	}
+	return owner, true, nil
+}
+
 // leaseFor is the lease a new hold gets in Redis, in whole milliseconds.
 func (lk *lock) leaseFor() time.Duration {
 	if lk.lease > 0 {
 		return lk.lease
 	}
-	return lk.c.lease
+	return lk.core.lease
 }
 
 // claimFor is the lease a release that grants this lock to a queued waiter gives it (direct
@@ -127,50 +126,24 @@ func (lk *lock) leaseFor() time.Duration {
 // exactly that lease, and a hold that must reach replicas must be taken on the waiter's own
 // connection: those waiters are woken instead.
 func (lk *lock) claimFor() time.Duration {
+	c := lk.core
 	switch {
-	case lk.c.opts.SyncReplicas > 0:
+	case c.opts.SyncReplicas > 0:
 		return 0
 	case lk.lease == 0:
-		return min(lk.c.lease, lk.c.opts.FairWaitTimeout).Truncate(time.Millisecond)
-	case lk.lease <= lk.c.opts.FairWaitTimeout:
+		return min(c.lease, c.opts.FairWaitTimeout).Truncate(time.Millisecond)
+	case lk.lease <= c.opts.FairWaitTimeout:
 		return lk.lease
 	}
 	return 0
 }
 
-// tryAcquire runs the acquire script once for r. A request that already ran returns its
-// recorded outcome. The caller holds r.owner's lane.
-func (lk *lock) tryAcquire(ctx context.Context, r request) (attempt, error) {
-	// The caller's cancellation does not cut the call short: its outcome must be known (a
-	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
-	ctx = detach(ctx)
-	c := lk.c
-	if c.opts.SyncReplicas == 0 || r.mode == resolveOnly {
-		return lk.kind.acquire(ctx, lk, r)
-	}
-	return lk.tryAcquireReplicated(ctx, r)
-}
+// info describes lk for the observer.
+func (lk *lock) info() LockInfo { return LockInfo{Name: lk.name, Kind: lk.kind.name()} }
 
-// tryAcquireReplicated is tryAcquire with Options.SyncReplicas: Redis counts a replica's
-// acknowledgement for the writes of the connection that asks, so the script and WAIT share a
-// connection of their own. (Apart from tryAcquire, whose r would otherwise be moved to the
-// heap on every call.)
-func (lk *lock) tryAcquireReplicated(ctx context.Context, r request) (attempt, error) {
-	c := lk.c
-	var a attempt
-	var err error
-	_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
-		r.conn = d
-		a, err = lk.kind.acquire(ctx, lk, r)
-		if err != nil || !a.acquired || a.count != 1 {
-			return nil // no new hold: nothing to wait for
-		}
-		if err := c.notReplicated("the hold", d.Do(ctx, c.waitReplicas(d.B()))); err != nil {
-			a.unreplicated = lk.errorf("%w", err)
-		}
-		return nil
-	})
-	return a, err
+// errorf returns an error naming the lock.
+func (lk *lock) errorf(format string, args ...any) error {
+	return fmt.Errorf("%s %q: "+format, append([]any{lk.noun, lk.name}, args...)...)
 }
 
 // redisErr wraps an error from Redis with the operation and lock name. A key of the wrong type
@@ -192,28 +165,51 @@ func (lk *lock) redisErr(op string, err error) error {
 	return lk.errorf("%s: %w", op, err)
 }
 
-// callerOwner returns the owner ctx carries, validated, and whether it carries one.
-func (lk *lock) callerOwner(ctx context.Context) (string, bool, error) {
-	owner, ok := Owner(ctx)
-	if !ok {
-		return "", false, nil
+// parseAttempt reads an acquire script's reply (see wire.ParseAttempt) into a, sent already. A
+// kind whose script has sentinel replies maps them to errors before.
+func (lk *lock) parseAttempt(a attempt, reply []int64) (attempt, error) {
+	w, err := wire.ParseAttempt(reply)
+	if err != nil {
+		return a, fmt.Errorf("rlock: %s %q: unexpected acquire reply %v", lk.noun, lk.name, reply)
 	}
-	if err := validateOwner(owner); err != nil {
-		return "", false, lk.errorf("%w", err)
-	}
-	return owner, true, nil
+	a.acquired, a.count, a.token, a.claim = w.Acquired, w.Count, w.Token, w.Claim
+	a.pttl, a.head, a.joined = w.PTTL, w.Head, w.Joined
+	return a, nil
 }
 
-// checkName returns nil for a valid lock name, else an error wrapping ErrInvalid.
-func checkName(name string) error {
-	if err := wire.CheckName(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+// tryOnce runs the kind's acquire script once for r. A request that already ran returns its
+// recorded outcome. The caller holds r.owner's lane.
+func (lk *lock) tryOnce(ctx context.Context, r request) (attempt, error) {
+	// The caller's cancellation does not cut the call short: its outcome must be known (a
+	// hold taken for a caller who left is given back). rueidis' connection timeout bounds it.
+	ctx = detach(ctx)
+	if lk.core.opts.SyncReplicas == 0 || r.mode == resolveOnly {
+		return lk.kind.acquire(ctx, r)
 	}
-	return nil
+	return lk.tryReplicated(ctx, r)
 }
 
-// info describes lk for the observer.
-func (lk *lock) info() LockInfo { return LockInfo{Name: lk.name, Kind: lk.kind.name()} }
+// tryReplicated is tryOnce with Options.SyncReplicas: Redis counts a replica's
+// acknowledgement for the writes of the connection that asks, so the script and WAIT share a
+// connection of their own. (Apart from tryOnce, whose r would otherwise be moved to the heap on
+// every call.)
+func (lk *lock) tryReplicated(ctx context.Context, r request) (attempt, error) {
+	c := lk.core
+	var a attempt
+	var err error
+	_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
+		r.conn = d
+		a, err = lk.kind.acquire(ctx, r)
+		if err != nil || !a.acquired || a.count != 1 {
+			return nil // no new hold: nothing to wait for
+		}
+		if err := c.notReplicated("the hold", d.Do(ctx, c.waitReplicas(d.B()))); err != nil {
+			a.unreplicated = lk.errorf("%w", err)
+		}
+		return nil
+	})
+	return a, err
+}
 
 // pendingRelease is one release request, kept across retries.
 type pendingRelease struct {
@@ -222,16 +218,17 @@ type pendingRelease struct {
 	ambiguous   bool // some attempt's reply was lost: the request may already have run
 }
 
-// releaseOnce runs the release script for p once, under ctx without its cancellation and
-// deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call would
-// close the connection under every other call on it). A transport error marks p ambiguous.
-func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (released, error) {
-	rel, err := lk.kind.release(detach(ctx), lk, owner, acc, p.request)
+// releaseOnce runs the kind's release script for p once, under ctx without its cancellation
+// and deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call
+// would close the connection under every other call on it). A transport error marks p
+// ambiguous.
+func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (releaseReply, error) {
+	rel, err := lk.kind.release(detach(ctx), owner, acc, p.request)
 	if err != nil {
 		if isTransport(err) {
 			p.ambiguous = true
 		}
-		return released{}, lk.redisErr("release", err)
+		return releaseReply{}, lk.redisErr("release", err)
 	}
 	return rel, nil
 }

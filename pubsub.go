@@ -13,7 +13,7 @@ import (
 // all local waiters of that lock and reference-counted; each runs on rueidis' multiplexed
 // pub/sub, so it costs no connection of its own. Its fields, and each subscription's refs and
 // holderEnd, are guarded by mu, the shard's mutex.
-type subs struct {
+type subTable struct {
 	mu       *sync.Mutex
 	c        *core
 	m        map[string]*subscription // live subscriptions by channel
@@ -23,7 +23,7 @@ type subs struct {
 
 // subscribe returns the shared subscription to channel with one more reference, starting it if
 // this is the first. It returns nil once the client is closed.
-func (t *subs) subscribe(channel string) *subscription {
+func (t *subTable) subscribe(channel string) *subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.c.closed.Load() {
@@ -50,7 +50,7 @@ func (t *subs) subscribe(channel string) *subscription {
 
 // unsubscribe drops one reference to s; the last one ends the subscription. A waiter leaving
 // without the lock hands a permit on, in case it had taken the one meant for the next waiter.
-func (t *subs) unsubscribe(s *subscription, handOn bool) {
+func (t *subTable) unsubscribe(s *subscription, handOn bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s.refs--; s.refs > 0 {
@@ -71,7 +71,7 @@ func (t *subs) unsubscribe(s *subscription, handOn bool) {
 
 // cancelAll ends every subscription: the client is closing, and their waiters see it end and
 // let go of them. Called with t.mu held.
-func (t *subs) cancelAll() {
+func (t *subTable) cancelAll() {
 	for _, s := range t.m {
 		s.cancel()
 	}
@@ -79,7 +79,7 @@ func (t *subs) cancelAll() {
 
 // waiting reports whether this client has waiters on channel, and the holder's lease bound
 // as the last of them saw it (see subscription.noteHolder). Called with t.mu held.
-func (t *subs) waiting(channel string) (bool, time.Time) {
+func (t *subTable) waiting(channel string) (bool, time.Time) {
 	s := t.m[channel]
 	if s == nil || s.refs == 0 {
 		return false, time.Time{}
@@ -89,7 +89,7 @@ func (t *subs) waiting(channel string) (bool, time.Time) {
 
 // arrive counts (delta 1) or uncounts (-1) a fair waiter of this client for owner on channel
 // that may miss an addressed wake-up (see arrivals).
-func (t *subs) arrive(channel, owner string, delta int) {
+func (t *subTable) arrive(channel, owner string, delta int) {
 	t.mu.Lock()
 	gone := t.arrivals.add(channel, owner, delta)
 	s := t.m[channel]
@@ -101,7 +101,7 @@ func (t *subs) arrive(channel, owner string, delta int) {
 
 // peekReaders returns channel's live subscription, if any, and its readers channel, without
 // taking a reference (see waiter.queue).
-func (t *subs) peekReaders(channel string) (*subscription, chan struct{}) {
+func (t *subTable) peekReaders(channel string) (*subscription, chan struct{}) {
 	t.mu.Lock()
 	s := t.m[channel]
 	t.mu.Unlock()
@@ -114,7 +114,7 @@ func (t *subs) peekReaders(channel string) (*subscription, chan struct{}) {
 // run keeps s subscribed until its context ends, re-subscribing after connection
 // failures, then unsubscribes on the server. It starts only after the previous subscription to
 // the same channel has unsubscribed, whose confirmation would otherwise cancel this one.
-func (t *subs) run(s *subscription, prev <-chan struct{}) {
+func (t *subTable) run(s *subscription, prev <-chan struct{}) {
 	c := t.c
 	defer c.wg.Done()
 	defer func() {

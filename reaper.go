@@ -76,7 +76,7 @@ func (r *reaper) run() {
 						continue
 					}
 					s.lost, lapsed = true, true
-					if s.watchdog {
+					if s.renews {
 						c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
 							"lock", h.lk.name, "owner", h.owner)
 						if s.unacked {
@@ -92,7 +92,7 @@ func (r *reaper) run() {
 				case !lapsed:
 				case h.live():
 					h.syncEnd()
-				case h.watchdog:
+				case h.renews:
 					sh.lose(h)
 				default:
 					// Only fixed leases: their contexts end by their own deadlines, whose cause

@@ -59,8 +59,8 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 		*s = accessHold{} // its earlier holds were all released
 	}
 	s.count++
-	s.watchdog = s.watchdog || lk.lease == 0
-	h.watchdog = h.watchdog || s.watchdog
+	s.renews = s.renews || lk.lease == 0
+	h.renews = h.renews || s.renews
 	lease := lk.leaseFor()
 	if a.claim > 0 {
 		lease = a.claim
@@ -88,7 +88,7 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 // applyRelease applies the outcome rel of release request p, for access acc, to h, this
 // process's record of the holds it released (nil for none), and returns the error the release
 // reports.
-func (sh *shard) applyRelease(lk *lock, h *hold, acc access, p pendingRelease, rel released) error {
+func (sh *shard) applyRelease(lk *lock, h *hold, acc access, p pendingRelease, rel releaseReply) error {
 	if h != nil && !sh.holds.current(h) && !h.lost {
 		h = nil // ended meanwhile; a newer record is not this request's
 	}

@@ -10,11 +10,11 @@ import (
 // release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
 // ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
 // observer's context; see detach). See Mutex.Unlock for its errors.
-func (lk *lock) release(ctx, cmd context.Context, acc access) error {
+func (h *locker) release(ctx, cmd context.Context, acc access) error {
+	lk, sh := &h.lock, h.sh
 	if err := lk.check(ctx); err != nil {
 		return err
 	}
-	c := lk.c
 	hc := heldIn(ctx, lk)
 	var owner string
 	if lk.ownerless {
@@ -34,7 +34,6 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 			hc = nil // a hold context of another owner, re-labelled with WithOwner
 		}
 	}
-	sh := lk.sh
 	sh.mu.Lock()
 	if hc != nil && hc.h.acc[acc].lost && hc.h.acc[acc].count > 0 && hc.unlock[acc].request == "" {
 		// A hold of this context in this access whose loss the library already saw: Redis is
@@ -61,14 +60,14 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
 	}
-	h := sh.holds.get(holdKey{lk.keys.Lock, owner})
-	p := pendingRelease{request: c.requestID(), validAtSend: h.validIn(acc)}
-	if h != nil {
-		h.releasing++
+	rec := sh.holds.get(holdKey{lk.keys.Lock, owner})
+	p := pendingRelease{request: lk.core.requestID(), validAtSend: rec.validIn(acc)}
+	if rec != nil {
+		rec.releasing++
 	}
 	sh.mu.Unlock()
 
-	var rel released
+	var rel releaseReply
 	err = retryTransport(releaseBudget, func() (err error) {
 		rel, err = lk.releaseOnce(cmd, owner, acc, &p)
 		return err
@@ -76,50 +75,52 @@ func (lk *lock) release(ctx, cmd context.Context, acc access) error {
 
 	sh.mu.Lock()
 	defer sh.unlockAndDeliver()
-	if h != nil {
-		h.releasing--
+	if rec != nil {
+		rec.releasing--
 	}
 	if err != nil {
 		if p.ambiguous {
-			l.keepUnlock(lk, acc, p, h, hc)
+			l.keepUnlock(lk, acc, p, rec, hc)
 		}
 		return err
 	}
-	return sh.applyRelease(lk, h, acc, p, rel)
+	return sh.applyRelease(lk, rec, acc, p, rel)
 }
 
 // observeRelease runs a release call between the observer's Start and End. Without an
 // observer its commands run under context.Background(): detaching ctx would cost two
 // allocations (the hold context's done channel, made on demand, and the detached context).
-func (lk *lock) observeRelease(ctx context.Context, op Op, acc access) error {
-	obs := lk.c.obs
+func (h *locker) observeRelease(ctx context.Context, op Op, acc access) error {
+	obs := h.core.obs
 	if obs == nil || ctx == nil {
-		return lk.release(ctx, context.Background(), acc)
+		return h.release(ctx, context.Background(), acc)
 	}
 	start := time.Now()
-	info := lk.info()
+	info := h.info()
 	octx := obs.Start(ctx, op, info)
 	if octx == nil {
 		octx = ctx
 	}
-	err := lk.release(ctx, octx, acc)
+	err := h.release(ctx, octx, acc)
 	obs.End(octx, op, info, unlockOutcome(err), time.Since(start), err)
 	return err
 }
 
-// forceUnlock runs a kind's force-unlock script and marks the holds it ended lost: those this
-// process had when it was called. A waiter of this process that the script wakes may take a
-// new hold before the reply is read; that hold lives on.
-func (lk *lock) forceUnlock(ctx context.Context, s wire.Script, keys, args []string) (bool, error) {
+// forceUnlock runs the kind's force-unlock script and marks the holds it ended lost: those
+// this process had when it was called. A waiter of this process that the script wakes may take
+// a new hold before the reply is read; that hold lives on. It reports whether the lock existed.
+func (h *locker) forceUnlock(ctx context.Context) (bool, error) {
+	lk := &h.lock
 	if err := lk.check(ctx); err != nil {
 		return false, err
 	}
-	ended := lk.sh.holdsOf(lk.keys.Lock)
-	n, err := lk.c.variant(s).Exec(ctx, lk.c.rc, keys, args).AsInt64()
+	s, keys, args := lk.kind.force()
+	ended := h.sh.holdsOf(lk.keys.Lock)
+	n, err := lk.core.variant(s).Exec(ctx, lk.core.rc, keys, args).AsInt64()
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}
-	lk.sh.loseHolds(ended)
+	h.sh.loseHolds(ended)
 	forced, err := wire.ParseForced(n)
 	if err != nil {
 		return false, lk.errorf("force unlock: %w", badReply(err))

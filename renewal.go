@@ -44,13 +44,13 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 	wait := c.lease / 3
 	rn.shards.each(func(sh *shard) {
 		for h := range sh.holds.all() {
-			if !h.watchdog || !h.claimed && claimedOnly {
+			if !h.renews || !h.claimed && claimedOnly {
 				continue
 			}
 			script, _ := h.lk.kind.renewal()
 			g := group{script, c.slotOf(h.key)}
 			for i, s := range h.acc {
-				if s.count > 0 && s.watchdog && !s.lost {
+				if s.count > 0 && s.renews && !s.lost {
 					bySlot[g] = append(bySlot[g], renewee{sh, h, access(i)})
 					wait = max(wait, s.expires.Sub(now))
 				}
@@ -58,11 +58,11 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 		}
 	})
 
-	var chunks []renewal
+	var chunks []renewChunk
 	for g, holds := range bySlot {
 		for len(holds) > 0 {
 			n := min(len(holds), renewBatch)
-			chunks = append(chunks, renewal{g.script, g.slot, holds[:n]})
+			chunks = append(chunks, renewChunk{g.script, g.slot, holds[:n]})
 			holds = holds[n:]
 		}
 	}
@@ -76,7 +76,7 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 	defer cancel()
 	sent := time.Now()
 	results := rn.send(ctx, chunks)
-	var missing []renewal // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
+	var missing []renewChunk // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
 	ok := true
 	for i, r := range chunks {
 		if re, isRedis := rueidis.IsRedisErr(results[i].err); isRedis && re.IsNoScript() {
@@ -116,7 +116,7 @@ type renewReply struct {
 // by WAIT, and a renewal that too few replicas acknowledged fails (with ErrNotReplicated): a
 // lease extended only on a primary that may be about to lose it does not count, so the hold
 // ends at its local end unless a later renewal reaches the replicas.
-func (rn renewer) send(ctx context.Context, chunks []renewal) []renewReply {
+func (rn renewer) send(ctx context.Context, chunks []renewChunk) []renewReply {
 	c := rn.c
 	cmds := make(rueidis.Commands, len(chunks))
 	for i, r := range chunks {
@@ -156,8 +156,8 @@ func (rn renewer) send(ctx context.Context, chunks []renewal) []renewReply {
 	return out
 }
 
-// renewal is one renewal script: holds of one kind and slot.
-type renewal struct {
+// renewChunk is one renewal script: holds of one kind and slot.
+type renewChunk struct {
 	script wire.Script
 	slot   uint16 // its holds' slot (see slotOf)
 	holds  []renewee
@@ -172,18 +172,15 @@ type renewee struct {
 }
 
 // args returns the script's keys (each hold's, as its kind names them) and arguments (the
-// lease, then each hold's owner; an RWMutex's: its lease field, "r:" or "w:" and the owner).
-func (r renewal) args(c *core) (keys, args []string) {
+// lease, then each hold's owner as its kind names it: an RWMutex's is its lease field, "r:"
+// or "w:" and the owner).
+func (r renewChunk) args(c *core) (keys, args []string) {
 	keys = make([]string, 0, 2*len(r.holds))
 	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
 	for _, e := range r.holds {
 		_, hk := e.h.lk.kind.renewal()
 		keys = append(keys, hk...)
-		id := e.h.owner
-		if _, rw := e.h.lk.kind.(rwKind); rw {
-			id = rwAddressPrefix[e.acc] + id // the hold's field (see rw_renew.lua)
-		}
-		a.Owners = append(a.Owners, id)
+		a.Owners = append(a.Owners, e.h.lk.kind.renewOwner(e.h.owner, e.acc))
 	}
 	return keys, a.Strings()
 }

@@ -84,7 +84,7 @@ func (sh *shard) settle(cmd context.Context, l *lane) error {
 	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
 	sh.mu.Unlock()
 	if lost.id != "" {
-		a, err := lk.tryAcquire(cmd, lost)
+		a, err := lk.tryOnce(cmd, lost)
 		if isTransport(err) {
 			return err
 		}

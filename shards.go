@@ -30,12 +30,12 @@ type shards struct {
 type shard struct {
 	mu       sync.Mutex
 	c        *core
-	holds    holds    // this process's hold records (see hold.go, records.go)
-	lanes    lanes    // request lanes (see lane.go, settle.go)
-	subs     subs     // subscriptions (see pubsub.go, wakeup.go)
-	courtesy courtesy // courtesy windows (see courtesy.go)
-	obs      Observer // the client's Observer; nil: none
-	events   []Event  // for obs, delivered once mu is released (see unlockAndDeliver)
+	holds    holdTable // this process's hold records (see hold.go, records.go)
+	lanes    laneTable // request lanes (see lane.go, settle.go)
+	subs     subTable  // subscriptions (see pubsub.go, wakeup.go)
+	courtesy courtesy  // courtesy windows (see courtesy.go)
+	obs      Observer  // the client's Observer; nil: none
+	events   []Event   // for obs, delivered once mu is released (see unlockAndDeliver)
 	records  *atomic.Int64
 
 	_ [64]byte // keeps neighbouring shards' mutexes off one cache line
@@ -47,8 +47,8 @@ func (s *shards) init(c *core) {
 	for i := range s.s {
 		sh := &s.s[i]
 		sh.c, sh.obs, sh.records = c, c.obs, &s.records
-		sh.lanes = lanes{mu: &sh.mu, c: c, holds: &sh.holds}
-		sh.subs = subs{mu: &sh.mu, c: c, arrivals: arrivals{mu: &sh.mu}}
+		sh.lanes = laneTable{mu: &sh.mu, c: c, holds: &sh.holds}
+		sh.subs = subTable{mu: &sh.mu, c: c, arrivals: arrivals{mu: &sh.mu}}
 		sh.courtesy = courtesy{mu: &sh.mu, holds: &sh.holds, subs: &sh.subs}
 	}
 }

@@ -18,29 +18,29 @@ import (
 // back one hold of it (exclusive, so that contenders wait).
 type shardKind struct {
 	name string
-	make func(c *Client, name string, wait WaitStrategy) (lk *lock, take func(context.Context) (context.Context, error), give func(context.Context) error)
+	make func(c *Client, name string, wait WaitStrategy) (h *locker, take func(context.Context) (context.Context, error), give func(context.Context) error)
 }
 
 var shardKinds = []shardKind{
-	{"mutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
+	{"mutex", func(c *Client, name string, w WaitStrategy) (*locker, func(context.Context) (context.Context, error), func(context.Context) error) {
 		m := c.NewMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
+		return &m.locker, m.Lock, m.Unlock
 	}},
-	{"fair mutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
+	{"fair mutex", func(c *Client, name string, w WaitStrategy) (*locker, func(context.Context) (context.Context, error), func(context.Context) error) {
 		m := c.NewFairMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
+		return &m.locker, m.Lock, m.Unlock
 	}},
-	{"rwmutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
+	{"rwmutex", func(c *Client, name string, w WaitStrategy) (*locker, func(context.Context) (context.Context, error), func(context.Context) error) {
 		m := c.NewRWMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
+		return &m.locker, m.Lock, m.Unlock
 	}},
-	{"fair rwmutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
+	{"fair rwmutex", func(c *Client, name string, w WaitStrategy) (*locker, func(context.Context) (context.Context, error), func(context.Context) error) {
 		m := c.NewFairRWMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
+		return &m.locker, m.Lock, m.Unlock
 	}},
-	{"semaphore", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
+	{"semaphore", func(c *Client, name string, w WaitStrategy) (*locker, func(context.Context) (context.Context, error), func(context.Context) error) {
 		s := c.NewSemaphore(name, 1, WithWait(w))
-		return &s.lock, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1) }, s.Release
+		return &s.locker, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1) }, s.Release
 	}},
 }
 
@@ -53,9 +53,9 @@ func TestShards_namesInOtherShardsDoNotWait(t *testing.T) {
 	for _, k := range shardKinds {
 		for _, w := range []WaitStrategy{PubSub(), Spin(5 * time.Millisecond)} {
 			t.Run(fmt.Sprintf("%s/%T", k.name, w), func(t *testing.T) {
-				lk, take, give := k.make(c, "busy"+k.name, w)
+				h, take, give := k.make(c, "busy"+k.name, w)
 				var other *shard
-				for i := 0; other == nil || other == lk.sh; i++ {
+				for i := 0; other == nil || other == h.sh; i++ {
 					other = c.shards.of(wire.NewKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).Lock)
 				}
 				other.mu.Lock()

@@ -51,7 +51,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	w.tried = true
 	w.r.mode = mode
 	r := &w.r
-	a, err := w.lk.tryAcquire(w.cmd, *r)
+	a, err := w.lk.tryOnce(w.cmd, *r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
@@ -140,7 +140,7 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 // sooner, and, if queued, at least every third of FairWaitTimeout to keep its place, which it
 // leaves on any end but acquiring.
 func (w *waiter) queue(a attempt, err error) (attempt, error) {
-	c := w.lk.c
+	c := w.lk.core
 	acquired := false
 	if w.style.queued {
 		defer func() {
@@ -279,14 +279,14 @@ func (w *waiter) takeTurn() error {
 func (w *waiter) leaveQueue() {
 	lk := w.lk
 	err := retryTransport(releaseBudget, func() error {
-		return lk.kind.leave(detach(w.cmd), lk, w.r)
+		return lk.kind.dequeue(detach(w.cmd), w.r)
 	})
 	switch {
 	case isTransport(err):
-		lk.c.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
+		lk.core.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
 			"lock", lk.name, "error", err)
 	case err != nil:
-		lk.c.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
+		lk.core.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
 	}
 }
 
@@ -294,7 +294,7 @@ func (w *waiter) leaveQueue() {
 // it, so a lost message or an expiry (which publishes nothing) costs at most one lease.
 func (w *waiter) leaseBound(pttl time.Duration) time.Duration {
 	if pttl < 0 {
-		return w.lk.c.opts.WatchdogTimeout // a key without expiry, not made by this library
+		return w.lk.core.opts.WatchdogTimeout // a key without expiry, not made by this library
 	}
 	return pttl + time.Millisecond
 }
@@ -317,7 +317,7 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	case <-wake:
 	case <-w.ctx.Done():
 		return w.lk.errorf("waiting: %w", w.ctx.Err())
-	case <-w.lk.c.ctx.Done():
+	case <-w.lk.core.ctx.Done():
 		return ErrClosed
 	}
 	return nil

@@ -58,9 +58,6 @@ func (ws *watchers) init(c *core, s *shards, wd *watchdog) {
 	ws.verify, ws.kick = make(chan struct{}, 1), make(chan struct{}, 1)
 }
 
-// recheckInterval is how often a check after a lost connection is tried until it gets through.
-const recheckInterval = 100 * time.Millisecond
-
 // watchLinger is how long the watchers stay after the last hold ended, so that a client
 // locking and unlocking in turn does not open and close connections each time.
 func (ws *watchers) watchLinger() time.Duration { return max(ws.c.lease, time.Second) }
