@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The calls inside Redis (every redis.call, as the root's scriptcost_test.go counts them) of
-// the election's and the MultiLock's scripts on their usual paths stay within these budgets.
+// The calls inside Redis of the scripts (every redis.call: what a script costs Redis beyond its
+// EVALSHA, see lab.calls) on their usual paths stay within these budgets (issue 17: server
+// calls per acquisition).
+
+// The election's and the MultiLock's scripts.
 func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 	l := newLab(t)
 
@@ -88,4 +91,92 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestScripts_callsOnContendedPaths: the calls inside Redis of the scripts' contended paths (a
+// failed attempt of a held lock, a waiter's retry, a release that grants the lock to a queued
+// waiter) stay within the budgets of issue 17's round: each reads a key once, and never reads
+// what it does not need.
+func TestScripts_callsOnContendedPaths(t *testing.T) {
+	const lease, wait = "10000", "5000"
+	pause := func() { time.Sleep(5 * time.Millisecond) } // so that a refresh extends expiries
+
+	l := newLab(t)
+	// calls counts the calls of s's run inside Redis, logs them and checks them against budget.
+	calls := func(t *testing.T, s Script, keys, args []string, budget int64, what string) {
+		t.Helper()
+		n := l.calls(s, keys, args)
+		t.Logf("%s: %d calls", what, n)
+		assert.LessOrEqual(t, n, budget, what)
+	}
+
+	t.Run("mutex attempt on a held lock", func(t *testing.T) {
+		k := l.keys("m")
+		defer l.do("DEL", k.Lock)
+		attempt := func(owner string) []string {
+			return AcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(Acquire, k.Acquire(false), attempt("A"))[0])
+		calls(t, Acquire, k.Acquire(false), attempt("B"), 2, "PTTL, HMGET")
+	})
+
+	t.Run("fair", func(t *testing.T) {
+		k := l.keys("f")
+		defer l.do("DEL", k.Lock, k.Queue, k.Deadlines)
+		attempt := func(owner string) []string {
+			return FairAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take, FairWaitMs: wait, Join: true,
+				ClaimMs: "3000"}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(FairAcquire, k.FairAcquire(), attempt("A"))[0])
+		require.Equal(t, int64(0), l.ints(FairAcquire, k.FairAcquire(), attempt("B"))[0])
+		pause()
+		calls(t, FairAcquire, k.FairAcquire(), attempt("B"), 11, "a queued waiter's retry")
+		calls(t, FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "A", Request: "r1"}.Strings(), 11, "a release that grants")
+		r := l.ints(FairAcquire, k.FairAcquire(), attempt("B"))
+		assert.Equal(t, []int64{1, 1, 0}, r[:3], "B was granted the lock")
+		require.Equal(t, int64(0), l.ints(FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "B", Request: "r2"}.Strings())[0])
+	})
+
+	for _, fair := range []string{"plain", "fair"} {
+		t.Run("rw write "+fair, func(t *testing.T) {
+			k := l.keys("rw" + fair)
+			defer l.do("DEL", k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines)
+			attempt := func(owner string) []string {
+				return RWAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take, Access: Write, FairWaitMs: wait,
+					Join: true, Fair: fair == "fair", ClaimMs: "3000"}.Strings()
+			}
+			require.Equal(t, int64(1), l.ints(RWAcquire, k.RWAcquire(), attempt("A"))[0])
+			require.Equal(t, int64(0), l.ints(RWAcquire, k.RWAcquire(), attempt("B"))[0])
+			pause()
+			budget := int64(8) // EXISTS HMGET ZCARD TIME ZRANGEBYSCORE ZRANGE ZADD PEXPIRE
+			if fair == "fair" {
+				budget = 11
+			}
+			calls(t, RWAcquire, k.RWAcquire(), attempt("B"), budget, "a waiting writer's retry")
+			budget = 4 // HMGET ZRANGE DEL PUBLISH: the last hold goes, waking the waiters
+			if fair == "fair" {
+				budget = 22 // the grant to the queued writer
+			}
+			calls(t, RWRelease, k.RWRelease(), RWReleaseArgs{Owner: "A", Request: "r1", Access: Write, Fair: fair == "fair"}.Strings(),
+				budget, "the writer's release")
+			r := l.ints(RWAcquire, k.RWAcquire(), attempt("B"))
+			assert.Equal(t, int64(1), r[0], "B takes the lock, or was granted it")
+		})
+	}
+
+	t.Run("semaphore", func(t *testing.T) {
+		k := l.keys("sem")
+		defer l.do(append([]string{"DEL"}, k.Sem()...)...)
+		attempt := func(id string) []string {
+			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take, Permits: "1", N: "1", FairWaitMs: wait,
+				Join: true, ClaimMs: "3000"}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(SemAcquire, k.Sem(), attempt("A"))[0])
+		require.Equal(t, int64(0), l.ints(SemAcquire, k.Sem(), attempt("B"))[0])
+		pause()
+		calls(t, SemAcquire, k.Sem(), attempt("B"), 13, "a waiter's retry")
+		calls(t, SemRelease, k.Sem(), SemReleaseArgs{Hold: "A"}.Strings(), 18, "a release that grants")
+		r := l.ints(SemAcquire, k.Sem(), attempt("B"))
+		assert.Equal(t, int64(1), r[0], "B was granted the permit")
+	})
 }
