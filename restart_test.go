@@ -67,8 +67,9 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 		if lease == "fixed" {
 			opts = append(opts, rlock.WithLease(30*time.Second))
 		}
-		for _, kind := range pausedHoldKinds {
-			h, err := pausedHold(c, kind, nameOn(e, m, "notice-"+lease+"-"+kind), opts...)
+		for _, k := range kinds {
+			kind := k.name
+			h, err := kindNamed(kind).on(c, nameOn(e, m, "notice-"+lease+"-"+kind), opts...).lock(bg)
 			require.NoError(t, err, "%s %s", lease, kind)
 			holds = append(holds, held{lease + "/" + kind, h})
 		}
@@ -98,48 +99,6 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 	}
 	t.Logf("server answered at %s; log:\n%s", back.Format("15:04:05.000"), logs.String())
 	e.Dep.WaitSteady(t, 20*time.Second)
-}
-
-// tryHold is TryLock (TryRLock, TryAcquire) of kind (one of pausedHoldKinds) called name.
-func tryHold(ctx context.Context, c *rlock.Client, kind, name string, wait time.Duration) (context.Context, error) {
-	switch kind {
-	case "mutex":
-		return c.NewMutex(name).TryLock(ctx, wait)
-	case "fair":
-		return c.NewFairMutex(name).TryLock(ctx, wait)
-	case "rw-read":
-		return c.NewRWMutex(name).TryRLock(ctx, wait)
-	case "rw-write":
-		return c.NewRWMutex(name).TryLock(ctx, wait)
-	case "fairrw-read":
-		return c.NewFairRWMutex(name).TryRLock(ctx, wait)
-	case "fairrw-write":
-		return c.NewFairRWMutex(name).TryLock(ctx, wait)
-	case "semaphore":
-		return c.NewSemaphore(name, 1).TryAcquire(ctx, 1, wait)
-	}
-	return nil, fmt.Errorf("no kind %q", kind)
-}
-
-// release gives back a hold of kind that tryHold or pausedHold took.
-func release(c *rlock.Client, kind, name string, h context.Context) error {
-	switch kind {
-	case "mutex":
-		return c.NewMutex(name).Unlock(h)
-	case "fair":
-		return c.NewFairMutex(name).Unlock(h)
-	case "rw-read":
-		return c.NewRWMutex(name).RUnlock(h)
-	case "rw-write":
-		return c.NewRWMutex(name).Unlock(h)
-	case "fairrw-read":
-		return c.NewFairRWMutex(name).RUnlock(h)
-	case "fairrw-write":
-		return c.NewFairRWMutex(name).Unlock(h)
-	case "semaphore":
-		return c.NewSemaphore(name, 1).Release(h)
-	}
-	return fmt.Errorf("no kind %q", kind)
 }
 
 // TestRestart_grace restarts the server without its data and checks Options.RestartGrace: within
@@ -199,16 +158,17 @@ func TestRestart_grace(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	results := make(map[string]*got)
-	for _, kind := range pausedHoldKinds {
+	for _, k := range kinds {
+		kind := k.name
 		for _, c := range []struct {
 			name string
 			c    *rlock.Client
 		}{{"pubsub", graced}, {"spin", spin}} {
 			name := nameOn(e, m, "grace-"+c.name+"-"+kind)
-			_, err := tryHold(bg, c.c, kind, name, 0)
+			_, err := kindNamed(kind).on(c.c, name).try(bg, 0)
 			if err != nil && strings.Contains(err.Error(), "last attempt") {
 				// A connection that broke with the restart: try again, with a short wait.
-				_, err = tryHold(bg, c.c, kind, name, 200*time.Millisecond)
+				_, err = kindNamed(kind).on(c.c, name).try(bg, 200*time.Millisecond)
 			}
 			require.ErrorIs(t, err, rlock.ErrNotObtained, "%s %s: no new hold within the grace", c.name, kind)
 			r := &got{}
@@ -216,10 +176,10 @@ func TestRestart_grace(t *testing.T) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(bg, grace+5*time.Second)
 				defer cancel()
-				h, err := tryHold(ctx, c.c, kind, name, grace+5*time.Second)
+				h, err := kindNamed(kind).on(c.c, name).try(ctx, grace+5*time.Second)
 				r.at, r.err = time.Now(), err
 				if err == nil {
-					r.err = release(c.c, kind, name, h)
+					r.err = kindNamed(kind).on(c.c, name).release(h)
 				}
 			})
 		}
@@ -288,7 +248,7 @@ func TestRestart_rightAfterHold(t *testing.T) {
 				if hd.lease == "fixed" {
 					opts = append(opts, rlock.WithLease(30*time.Second))
 				}
-				h, err := pausedHold(tk[i].c, hd.kind, hd.name, opts...)
+				h, err := kindNamed(hd.kind).on(tk[i].c, hd.name, opts...).lock(bg)
 				if assert.NoError(t, err) {
 					tk[i].h, tk[i].w = h, redistest.WatchCtx(h)
 				}
@@ -324,9 +284,9 @@ func TestRestart_rightAfterHold(t *testing.T) {
 					t.Logf("%s: the contender got the lock %v after the server answered again; two holders for %v",
 						what, redistest.Ms(g.at.Sub(back)), redistest.Ms(max(at.Sub(g.at), 0)))
 				}
-				require.NoError(t, release(contender, hd.kind, hd.name, g.h))
+				require.NoError(t, kindNamed(hd.kind).on(contender, hd.name).release(g.h))
 			}
-			if err := release(tk[i].c, hd.kind, hd.name, tk[i].h); err != nil {
+			if err := kindNamed(hd.kind).on(tk[i].c, hd.name).release(tk[i].h); err != nil {
 				assert.ErrorIs(t, err, rlock.ErrLockLost, what)
 			}
 		}
@@ -337,7 +297,8 @@ func TestRestart_rightAfterHold(t *testing.T) {
 		contender := e.client(rlock.Options{Wait: wait})
 		var holds []hold
 		for _, lease := range []string{"watchdog", "fixed"} {
-			for _, kind := range pausedHoldKinds {
+			for _, k := range kinds {
+				kind := k.name
 				contended := lease == "watchdog" && (kind == "mutex" || kind == "fair")
 				holds = append(holds, hold{kind, nameOn(e, m, "after-"+lease+"-"+kind), lease, contended})
 			}
@@ -359,17 +320,17 @@ type contended struct {
 	err error
 }
 
-// contend has c take a hold of kind (see tryHold) called name, waiting up to 20s (through the
+// contend has c take a hold of kind (a row of kinds) called name, waiting up to 20s (through the
 // CLUSTERDOWN of a cluster node coming back), and returns where it reports.
 func contend(c *rlock.Client, kind, name string) chan contended {
 	got := make(chan contended, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 		defer cancel()
-		h, err := tryHold(ctx, c, kind, name, 20*time.Second)
+		h, err := kindNamed(kind).on(c, name).try(ctx, 20*time.Second)
 		for err != nil && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
-			h, err = tryHold(ctx, c, kind, name, 20*time.Second)
+			h, err = kindNamed(kind).on(c, name).try(ctx, 20*time.Second)
 		}
 		got <- contended{h, time.Now(), err}
 	}()

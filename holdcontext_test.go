@@ -14,14 +14,15 @@ import (
 // A lease that is not a whole number of milliseconds is cut to one: the hold context's
 // deadline comes before the lease Redis has, so it has passed by the time another owner can
 // take the lock. (Whether the context's timer has fired by then is up to the Go scheduler; the
-// deadline is what the library sets.)
+// deadline is what the library sets.) Every kind and mode.
 func TestHoldContext_fractionalLeaseEndsInTime(t *testing.T) {
-	e := newEnv(t)
-	c := e.client(rlock.Options{})
-	m := c.NewMutex("frac", rlock.WithLease(fractionalLease))
-	other := c.NewMutex("frac")
-	endsByLease(t, 40, func() (context.Context, error) { return m.Lock(bg) },
-		func() (context.Context, error) { return other.TryLock(bg, 0) }, other.Unlock)
+	eachKind(t, func(t *testing.T, k lockKind) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{})
+		subject, other := k.on(c, "frac", rlock.WithLease(fractionalLease)), k.on(c, "frac")
+		endsByLease(t, 40, func() (context.Context, error) { return subject.lock(bg) },
+			func() (context.Context, error) { return other.conflict(0) }, other.conflictRelease)
+	})
 }
 
 // fractionalLease is not a whole number of milliseconds.
