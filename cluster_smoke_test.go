@@ -50,8 +50,8 @@ func scriptCalls(t testing.TB, n node) int64 {
 }
 
 // TestClusterSmoke_channelsLeft takes each kind's locks with a waiter that gets the lock and a
-// waiter that gives up, on 25 names per kind and mode (350 pub/sub waits), then counts the channels still
-// subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
+// waiter that gives up, on 25 names per kind and mode (350 pub/sub waits), then counts the channels
+// still subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
 // and after the rueidis clients' Close.
 func TestClusterSmoke_channelsLeft(t *testing.T) {
 	c := redistest.ClusterFromEnv(t)

@@ -142,43 +142,10 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 }
 
 // crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
-// and start starts again without its data. Standalone, that is a server of the test's own; on
-// a cluster or Sentinel it is the lock's master, started again with its command line (see
-// redistest.Crash) and at the latest when the test ends, so that the deployment stays as it was.
+// and start starts again without its data (see redistest.Crashable).
 func crashable(t *testing.T, name string) (e *env, kill, start func()) {
-	redistest.NeedsRedis(t)
-	if redistest.Suite().Topology == "standalone" {
-		srv, err := redistest.StartServer(redistest.ServerOptions{})
-		require.NoError(t, err)
-		t.Cleanup(srv.Stop)
-		return newEnvAt(t, srv.Addr), srv.Kill, func() { require.NoError(t, srv.Start()) }
-	}
-	redistest.NeedsThrowaway(t)
-	e = newEnv(t)
-	n := e.Master(name)
-	// What the kill needs is read beforehand, so that kill sends the signal at once.
-	prepared := redistest.PrepareCrash(t, n)
-	var restart func()
-	crashed := false
-	t.Cleanup(func() {
-		if restart != nil {
-			restart()
-		}
-		if crashed {
-			e.Dep.WaitSteady(t, 20*time.Second)
-		}
-	})
-	kill = func() {
-		if prepared == nil {
-			prepared = redistest.PrepareCrash(t, n)
-		}
-		restart, prepared, crashed = prepared(), nil, true
-	}
-	start = func() {
-		restart()
-		restart, prepared = nil, redistest.PrepareCrash(t, n)
-	}
-	return e, kill, start
+	re, kill, start := redistest.Crashable(t, name)
+	return &env{re}, kill, start
 }
 
 // TestFault_restartedServer restarts Redis (without persistence) under a held lock: the

@@ -22,12 +22,12 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore:
-// the rows of kinds that queuedKinds takes) grants the lock to the queue's head and says so in the wake-up, so the head returns without another round
-// trip. These tests check that it does, and that it stays as safe and as live as waking:
-// a grant's claim bounds what a waiter that is gone costs, a waiter that gives up gives its
-// grant back, a grant nobody heard of is found by the waiter's next poll, and fixed leases and
-// fencing tokens stay exact.
+// Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore: the
+// rows of kinds that queuedKinds takes) grants the lock to the queue's head and says so in the
+// wake-up, so the head returns without another round trip. These tests check that it does, and that
+// it stays as safe and as live as waking: a grant's claim bounds what a waiter that is gone costs,
+// a waiter that gives up gives its grant back, a grant nobody heard of is found by the waiter's
+// next poll, and fixed leases and fencing tokens stay exact.
 
 // pair is the lock of kind k called name on c: how to take and give back one of its holds.
 func pair(k lockKind, c *rlock.Client, name string, opts ...rlock.MutexOption) (take func(context.Context) (context.Context, error), release func(context.Context) error) {

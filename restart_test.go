@@ -29,24 +29,6 @@ func nameOn(e *env, m node, base string) string {
 	}
 }
 
-// answering waits until n serves the slot of key again (EXISTS key gets a reply) and returns
-// that moment, polling every 5ms for up to 30s.
-func answering(t *testing.T, n node, key string) time.Time {
-	t.Helper()
-	give := time.Now().Add(30 * time.Second)
-	for time.Now().Before(give) {
-		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
-		err := n.RC.Do(ctx, n.RC.B().Exists().Key(key).Build()).Error()
-		cancel()
-		if err == nil {
-			return time.Now()
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s did not serve %s again within 30s", n.Addr, key)
-	return time.Time{}
-}
-
 // TestRestart_noticeAtOnce holds every kind and mode, with the watchdog (30s lease, renewed
 // every 10s) and with a fixed 30s lease, on a server that is killed (SIGKILL) and started again
 // without its data: every hold context must end with ErrLockLost within 1s of the server
@@ -88,7 +70,7 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the watchers connect
 	kill()
 	start()
-	back := answering(t, m, e.LockKey(nameOn(e, m, "notice-watchdog-mutex")))
+	back := m.Answering(t, e.LockKey(nameOn(e, m, "notice-watchdog-mutex")))
 	wg.Wait()
 	for i, h := range holds {
 		require.False(t, ended[i].IsZero(), "%s: the hold context did not end", h.what)
@@ -116,7 +98,7 @@ func TestRestart_grace(t *testing.T) {
 	kill()
 	killed := time.Now()
 	start()
-	answering(t, m, e.LockKey("grace"))
+	m.Answering(t, e.LockKey("grace"))
 	calls := func() int64 {
 		stats, err := m.Info("commandstats")
 		for try := 0; err != nil && try < 100; try++ { // its connections broke with the restart
@@ -262,7 +244,7 @@ func TestRestart_rightAfterHold(t *testing.T) {
 		}
 		kill()
 		start()
-		back := answering(t, m, e.LockKey(holds[0].name))
+		back := m.Answering(t, e.LockKey(holds[0].name))
 		for i, hd := range holds {
 			if tk[i].h == nil {
 				continue

@@ -155,7 +155,7 @@ func TestRWModes_restartEndsMixedHolds(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the watcher connect
 	kill()
 	start()
-	back := answering(t, m, e.LockKey(nameOn(e, m, "mixed-rw")))
+	back := m.Answering(t, e.LockKey(nameOn(e, m, "mixed-rw")))
 	for i, k := range rws {
 		end := <-ends[i]
 		require.False(t, end.IsZero(), "%s: the hold context did not end", k.family())

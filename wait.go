@@ -97,8 +97,9 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 }
 
 // pubsub is how a plain Mutex's waiter waits: it sleeps on the lock's shared subscription until
-// an unlock message or the holder's lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
-// unlock published between the first attempt and the subscription is not missed.
+// an unlock message or the holder's lease bound, then tries again. The subscription's
+// confirmation leaves a permit too, so an unlock published between the first attempt and the
+// subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 	s := w.sh.subs.subscribe(w.lk.keys.Channel)
 	if s == nil {

@@ -90,7 +90,7 @@ func reportRestarts(t *testing.T, what string, grace time.Duration, rs []restart
 func TestRestart_measure(t *testing.T) {
 	n := redistest.Measurement(t, "RLOCK_RESTART_TRIALS")
 	grace, _ := time.ParseDuration(os.Getenv("RLOCK_RESTART_GRACE"))
-	e, kill, start := crashable(t, "measure")
+	e, kill, start := redistest.Crashable(t, "measure")
 	m := e.Master("measure")
 	client := func() *rlock.Client {
 		c, err := rlock.New(e.Rueidis(), rlock.Options{KeyPrefix: e.Prefix, RestartGrace: grace})
@@ -104,68 +104,11 @@ func TestRestart_measure(t *testing.T) {
 		rs = append(rs, restartTrial(t, holder, contender, "measure", grace, func() time.Time {
 			kill()
 			start()
-			return answering(t, m, e.LockKey("measure"))
+			return m.Answering(t, e.LockKey("measure"))
 		}))
 		e.Dep.WaitSteady(t, 20*time.Second)
 	}
 	reportRestarts(t, e.Dep.Topology+" restart", grace, rs)
-}
-
-// crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
-// and start starts again without its data. Standalone, that is a server of the test's own; on
-// a cluster or Sentinel it is the lock's master, started again with its command line (see
-// redistest.Crash) and at the latest when the test ends, so that the deployment stays as it was.
-func crashable(t *testing.T, name string) (e *redistest.Env, kill, start func()) {
-	redistest.NeedsRedis(t)
-	if redistest.Suite().Topology == "standalone" {
-		srv, err := redistest.StartServer(redistest.ServerOptions{})
-		require.NoError(t, err)
-		t.Cleanup(srv.Stop)
-		return redistest.NewEnvAt(t, srv.Addr), srv.Kill, func() { require.NoError(t, srv.Start()) }
-	}
-	redistest.NeedsThrowaway(t)
-	e = redistest.NewEnv(t)
-	n := e.Master(name)
-	// What the kill needs is read beforehand, so that kill sends the signal at once.
-	prepared := redistest.PrepareCrash(t, n)
-	var restart func()
-	crashed := false
-	t.Cleanup(func() {
-		if restart != nil {
-			restart()
-		}
-		if crashed {
-			e.Dep.WaitSteady(t, 20*time.Second)
-		}
-	})
-	kill = func() {
-		if prepared == nil {
-			prepared = redistest.PrepareCrash(t, n)
-		}
-		restart, prepared, crashed = prepared(), nil, true
-	}
-	start = func() {
-		restart()
-		restart, prepared = nil, redistest.PrepareCrash(t, n)
-	}
-	return e, kill, start
-}
-
-// answering waits until n serves key again (after a restart or failover) and returns when.
-func answering(t *testing.T, n node, key string) time.Time {
-	t.Helper()
-	give := time.Now().Add(30 * time.Second)
-	for time.Now().Before(give) {
-		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
-		err := n.RC.Do(ctx, n.RC.B().Exists().Key(key).Build()).Error()
-		cancel()
-		if err == nil {
-			return time.Now()
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s did not serve %s again within 30s", n.Addr, key)
-	return time.Time{}
 }
 
 // TestRestart_measureCluster fails the lock's master over to its in-sync replica, N times each:
