@@ -50,8 +50,8 @@ func scriptCalls(t testing.TB, n node) int64 {
 }
 
 // TestClusterSmoke_channelsLeft takes each kind's locks with a waiter that gets the lock and a
-// waiter that gives up, on 25 names per kind (200 pub/sub waits), then counts the channels still
-// subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
+// waiter that gives up, on 25 names per kind and mode (350 pub/sub waits), then counts the channels
+// still subscribed on every node (classic+sharded) after the waits, after the rlock clients' Close
 // and after the rueidis clients' Close.
 func TestClusterSmoke_channelsLeft(t *testing.T) {
 	c := redistest.ClusterFromEnv(t)
@@ -62,72 +62,25 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 	waiter, err := rlock.New(waiterRC, rlock.Options{KeyPrefix: prefix, Wait: rlock.PubSub()})
 	require.NoError(t, err)
 
-	// A kind: hold name with h, wait for it with w (blocking; must get it once h lets go), and
-	// give up waiting with w (must not get it while h holds).
-	type kindOps struct {
-		name   string
-		hold   func(cl *rlock.Client, name string) (release func() error, err error)
-		wait   func(cl *rlock.Client, name string) (release func() error, err error)
-		giveUp func(cl *rlock.Client, name string) error
-	}
-	mutexOps := func(kind string, mk mutexMaker) kindOps {
-		lock := func(cl *rlock.Client, name string) (func() error, error) {
-			m := mk(cl, name)
-			h, err := m.Lock(bg)
-			return func() error { return m.Unlock(h) }, err
-		}
-		return kindOps{kind, lock, lock, func(cl *rlock.Client, name string) error {
-			_, err := mk(cl, name).TryLock(bg, 50*time.Millisecond)
-			return err
-		}}
-	}
-	ops := []kindOps{
-		mutexOps("mutex", (*rlock.Client).NewMutex),
-		mutexOps("fair", (*rlock.Client).NewFairMutex),
-		{"rwmutex",
-			func(cl *rlock.Client, name string) (func() error, error) {
-				rw := cl.NewRWMutex(name)
-				h, err := rw.Lock(bg)
-				return func() error { return rw.Unlock(h) }, err
-			},
-			func(cl *rlock.Client, name string) (func() error, error) {
-				rw := cl.NewRWMutex(name)
-				h, err := rw.RLock(bg)
-				return func() error { return rw.RUnlock(h) }, err
-			},
-			func(cl *rlock.Client, name string) error {
-				_, err := cl.NewRWMutex(name).TryLock(bg, 50*time.Millisecond)
-				return err
-			}},
-		{"semaphore",
-			func(cl *rlock.Client, name string) (func() error, error) {
-				s := cl.NewSemaphore(name, 1)
-				h, err := s.Acquire(bg, 1)
-				return func() error { return s.Release(h) }, err
-			},
-			func(cl *rlock.Client, name string) (func() error, error) {
-				s := cl.NewSemaphore(name, 1)
-				h, err := s.Acquire(bg, 1)
-				return func() error { return s.Release(h) }, err
-			},
-			func(cl *rlock.Client, name string) error {
-				_, err := cl.NewSemaphore(name, 1).TryAcquire(bg, 1, 50*time.Millisecond)
-				return err
-			}},
-	}
-
+	// Every kind and mode: the holder takes a conflicting hold of the name (see
+	// lockOps.conflict), the waiter gives up waiting for it (it must not get it while held),
+	// then waits for it (blocking; it must get it once the holder lets go).
 	const names = 25
 	landed := map[string]int{} // where the waiter's subscription was first seen
 	waits := 0
-	for _, k := range ops {
+	for _, k := range kinds {
 		for i := range names {
 			name := fmt.Sprintf("%s-%d", k.name, i)
 			channel := prefix + ":{" + name + "}:ch"
 			owner := c.Owner(t, channel)
-			release, err := k.hold(holder, name)
+			held := k.on(holder, name)
+			h, err := held.conflict(0)
 			require.NoError(t, err, name)
+			release := func() error { return held.conflictRelease(h) }
 
-			require.ErrorIs(t, k.giveUp(waiter, name), rlock.ErrNotObtained, name)
+			w := k.on(waiter, name)
+			_, err = w.try(bg, 50*time.Millisecond)
+			require.ErrorIs(t, err, rlock.ErrNotObtained, name)
 			waits++
 
 			type result struct {
@@ -136,8 +89,8 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 			}
 			got := make(chan result, 1)
 			go func() {
-				r, err := k.wait(waiter, name)
-				got <- result{r, err}
+				h, err := w.lock(bg)
+				got <- result{func() error { return w.release(h) }, err}
 			}()
 			waits++
 			// Where did the waiter subscribe? Wait until some node has the channel.
@@ -179,7 +132,7 @@ func TestClusterSmoke_channelsLeft(t *testing.T) {
 			require.NoError(t, r.release(), name)
 		}
 	}
-	t.Logf("%d waits on %d names; waiter subscriptions seen on: %v", waits, len(ops)*names, landed)
+	t.Logf("%d waits on %d names; waiter subscriptions seen on: %v", waits, len(kinds)*names, landed)
 
 	count := func(when string) int {
 		var detail string
@@ -237,6 +190,9 @@ func TestClusterSmoke_handoff(t *testing.T) {
 	}
 	const n = 500
 	for _, kind := range kinds {
+		if !mutexKinds(kind) {
+			continue
+		}
 		for _, topo := range topologies {
 			t.Run(kind.name+"/"+topo.name, func(t *testing.T) {
 				prefix := redistest.NewPrefix("rlcs")
@@ -245,7 +201,7 @@ func TestClusterSmoke_handoff(t *testing.T) {
 					cl, err := rlock.New(topo.rc(t), rlock.Options{KeyPrefix: prefix})
 					require.NoError(t, err)
 					t.Cleanup(func() { require.NoError(t, cl.Close()) })
-					ms[i] = kind.new(cl, "handoff")
+					ms[i] = kind.mutex(cl, "handoff")
 				}
 				h, err := ms[0].Lock(bg)
 				require.NoError(t, err)

@@ -38,47 +38,62 @@ import (
 // arrival order. It does not touch Redis; invalid arguments are reported by every method.
 // All mutexes of one name must be fair, or none.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock(KindFairMutex, name, newFairMutexKind, opts)}
+	m := new(Mutex)
+	c.bind(&m.locker, KindFairMutex, name, newFairMutexKind, opts)
+	return m
 }
 
 // fairMutexKind is the fair Mutex: the hash of a plain Mutex, a queue and deadlines.
 type fairMutexKind struct {
+	lk                                             *lock
 	acquireKeys, releaseKeys, leaveKeys, renewKeys []string // each script's KEYS
 }
 
-func newFairMutexKind(lk *lock) kind {
-	k := lk.keys
-	return fairMutexKind{acquireKeys: k.FairAcquire(), releaseKeys: k.FairRelease(), leaveKeys: k.FairLeave(),
-		renewKeys: k.Renew(false)}
+func newFairMutexKind(h *locker) kind {
+	k := h.keys
+	return &fairMutexKind{lk: &h.lock, acquireKeys: k.FairAcquire(), releaseKeys: k.FairRelease(),
+		leaveKeys: k.FairLeave(), renewKeys: k.Renew(false)}
 }
 
-func (fairMutexKind) name() string { return KindFairMutex }
+func (*fairMutexKind) name() string { return KindFairMutex }
 
-func (fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+func (*fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
 
-func (k fairMutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
+func (k *fairMutexKind) acquire(ctx context.Context, r request) (attempt, error) {
+	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
+	reply, err := lk.core.eval(ctx, r.conn, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Fencing: lk.fencing,
-		FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
 	return lk.parseAttempt(a, reply)
 }
 
-func (k fairMutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := lk.c.script(wire.FairRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
+func (k *fairMutexKind) release(ctx context.Context, owner string, _ access, req string) (releaseReply, error) {
+	c := k.lk.core
+	r, err := c.variant(wire.FairRelease).Exec(ctx, c.rc, k.releaseKeys,
 		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()).AsIntSlice()
 	if err != nil {
-		return released{}, err
+		return releaseReply{}, err
 	}
 	return parseReleased(wire.ParseRelease(r))
 }
 
-func (k fairMutexKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.FairLeave).Exec(ctx, lk.c.rc, k.leaveKeys,
+func (k *fairMutexKind) dequeue(ctx context.Context, r request) error {
+	lk := k.lk
+	return lk.core.variant(wire.FairLeave).Exec(ctx, lk.core.rc, k.leaveKeys,
 		wire.FairLeaveArgs{Owner: r.owner, Request: r.id, ClaimMs: lk.claimMs, Fencing: lk.fencing}.Strings()).Error()
 }
 
-func (k fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }
+func (k *fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }
+
+func (*fairMutexKind) renewOwner(owner string, _ access) string { return owner }
+
+func (*fairMutexKind) checkKind() string { return wire.CheckMutex }
+
+func (k *fairMutexKind) force() (wire.Script, []string, []string) {
+	return wire.ForceUnlock, k.lk.keys.ForceUnlock(true),
+		wire.ForceUnlockArgs{Message: wire.AddressedPrefix, Fair: true}.Strings()
+}

@@ -115,37 +115,6 @@ func TestFault_scriptFlush(t *testing.T) {
 	})
 }
 
-// TestFault_unlockReplayAfterLostReply loses the reply of an Unlock's release script after the
-// server ran it (the connection drops): Unlock retries with the same request id and the
-// script recognises it, so a partial release is not counted twice and a final one is not
-// mistaken for a lost lock.
-func TestFault_unlockReplayAfterLostReply(t *testing.T) {
-	e := newEnv(t)
-	p := e.newProxy()
-	m := e.through(p).client(rlock.Options{}).NewMutex("replay")
-	outer, err := m.Lock(bg)
-	require.NoError(t, err)
-	inner, err := m.Lock(outer)
-	require.NoError(t, err)
-	inner2, err := m.Lock(inner)
-	require.NoError(t, err)
-
-	release := matchScript("release.lua", e.LockKey("replay"))
-	p.DropReply(release)
-	require.NoError(t, m.Unlock(inner2))
-	require.EqualValues(t, 1, p.Fired(), "the release reply was lost")
-	n, err := m.HoldCount(outer)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n, "the retried release did not count twice")
-
-	require.NoError(t, m.Unlock(inner))
-	p.DropReply(release)
-	require.NoError(t, m.Unlock(outer), "the final release ran; its retry reports success, not a lost lock")
-	require.EqualValues(t, 2, p.Fired())
-	require.ErrorIs(t, context.Cause(outer), context.Canceled)
-	assert.ErrorIs(t, m.Unlock(outer), rlock.ErrNotHeld)
-}
-
 // TestFault_renewalErrorsAreRetried loses a renewal's request with its connection: the failure
 // is logged, the watchdog renews again soon (not a period later), and the hold survives.
 func TestFault_renewalErrorsAreRetried(t *testing.T) {
@@ -173,43 +142,10 @@ func TestFault_renewalErrorsAreRetried(t *testing.T) {
 }
 
 // crashable returns an env whose lock called name lives on a server that kill stops (SIGKILL)
-// and start starts again without its data. Standalone, that is a server of the test's own; on
-// a cluster or Sentinel it is the lock's master, started again with its command line (see
-// redistest.Crash) and at the latest when the test ends, so that the deployment stays as it was.
+// and start starts again without its data (see redistest.Crashable).
 func crashable(t *testing.T, name string) (e *env, kill, start func()) {
-	redistest.NeedsRedis(t)
-	if redistest.Suite().Topology == "standalone" {
-		srv, err := redistest.StartServer(redistest.ServerOptions{})
-		require.NoError(t, err)
-		t.Cleanup(srv.Stop)
-		return newEnvAt(t, srv.Addr), srv.Kill, func() { require.NoError(t, srv.Start()) }
-	}
-	redistest.NeedsThrowaway(t)
-	e = newEnv(t)
-	n := e.Master(name)
-	// What the kill needs is read beforehand, so that kill sends the signal at once.
-	prepared := redistest.PrepareCrash(t, n)
-	var restart func()
-	crashed := false
-	t.Cleanup(func() {
-		if restart != nil {
-			restart()
-		}
-		if crashed {
-			e.Dep.WaitSteady(t, 20*time.Second)
-		}
-	})
-	kill = func() {
-		if prepared == nil {
-			prepared = redistest.PrepareCrash(t, n)
-		}
-		restart, prepared, crashed = prepared(), nil, true
-	}
-	start = func() {
-		restart()
-		restart, prepared = nil, redistest.PrepareCrash(t, n)
-	}
-	return e, kill, start
+	re, kill, start := redistest.Crashable(t, name)
+	return &env{re}, kill, start
 }
 
 // TestFault_restartedServer restarts Redis (without persistence) under a held lock: the
@@ -254,4 +190,87 @@ func TestFault_serverGone(t *testing.T) {
 	defer cancel()
 	_, err = m.Lock(ctx)
 	require.Error(t, err, "no lock without a server")
+}
+
+// A waiter whose connections are cut while it waits (its subscription too) still gets the lock
+// soon after the holder lets go: the holder releases right after the cut, so the wake-up may be
+// lost, and the waiter must notice by itself (re-subscription, the holder's lease as last seen,
+// its own polling). And a waiter whose connections are cut and which then gives up leaves
+// nothing behind: no queue entry, no waiting-writer entry, no subscription.
+func TestFault_killedConnectionWhileWaiting(t *testing.T) {
+	for _, strategy := range strategies {
+		t.Run(strategy.name, func(t *testing.T) { killedWhileWaiting(t, strategy.name, strategy.wait) })
+	}
+}
+
+// killedWhileWaiting is TestFault_killedConnectionWhileWaiting for one wait strategy.
+func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) {
+	eachKind(t, func(t *testing.T, k lockKind) {
+		e := newEnv(t)
+		p := e.newProxy()
+		// The waiter is the subject; the holder takes the conflicting hold directly.
+		subject := k.on(e.through(p).client(rlock.Options{Wait: wait}), "kw")
+		direct := k.on(e.client(rlock.Options{WatchdogTimeout: time.Second}), "kw")
+		waitUntilWaiting := func() {
+			if strategy == "spin" {
+				time.Sleep(100 * time.Millisecond)
+				return
+			}
+			require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, 2*time.Second, time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		t.Run("acquires after the cut", func(t *testing.T) {
+			other, err := direct.conflict(0)
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			var h context.Context
+			go func() {
+				var err error
+				h, err = subject.lock(bg)
+				got <- err
+			}()
+			waitUntilWaiting()
+			p.CutAll()
+			time.Sleep(30 * time.Millisecond)
+			p.CutAll()
+			released := time.Now()
+			require.NoError(t, direct.conflictRelease(other))
+			p.CutAll()
+			select {
+			case err := <-got:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not get the lock within 5s of the release")
+			}
+			took := time.Since(released)
+			t.Logf("acquired %v after the release", took.Round(time.Millisecond))
+			assert.Less(t, took, 2*time.Second, "the waiter noticed the release (holder's lease 1s)")
+			require.NoError(t, subject.release(h))
+		})
+
+		t.Run("gives up after the cut", func(t *testing.T) {
+			other, err := direct.conflict(0)
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() {
+				_, err := subject.try(bg, 600*time.Millisecond)
+				got <- err
+			}()
+			waitUntilWaiting()
+			p.CutAll()
+			time.Sleep(50 * time.Millisecond)
+			p.CutAll()
+			select {
+			case err := <-got:
+				require.ErrorIs(t, err, rlock.ErrNotObtained)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter's TryLock did not return within 5s")
+			}
+			require.NoError(t, direct.conflictRelease(other))
+			// A waiting entry left behind would last its FairWaitTimeout (5s).
+			require.Eventually(t, func() bool { return len(e.Keys()) == 0 && len(e.Channels()) == 0 },
+				2*time.Second, 5*time.Millisecond, "left behind: keys %v, channels %v", e.Keys(), e.Channels())
+		})
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -18,37 +19,20 @@ import (
 
 	"github.com/rlock-go/rlock"
 	"github.com/rlock-go/rlock/internal/redistest"
+	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore)
-// grants the lock
-// to the queue's head and says so in the wake-up, so the head returns without another round
-// trip. These tests check that it does, and that it stays as safe and as live as waking:
-// a grant's claim bounds what a waiter that is gone costs, a waiter that gives up gives its
-// grant back, a grant nobody heard of is found by the waiter's next poll, and fixed leases and
-// fencing tokens stay exact.
+// Direct handoff (issue 11): a release of a queued kind (fair Mutex, fair RWMutex, Semaphore: the
+// rows of kinds that queuedKinds takes) grants the lock to the queue's head and says so in the
+// wake-up, so the head returns without another round trip. These tests check that it does, and that
+// it stays as safe and as live as waking: a grant's claim bounds what a waiter that is gone costs,
+// a waiter that gives up gives its grant back, a grant nobody heard of is found by the waiter's
+// next poll, and fixed leases and fencing tokens stay exact.
 
-// handoffKind is one queued kind as these tests use it: take and give back one hold of the lock
-// called name.
-type handoffKind struct {
-	name    string
-	script  string // its acquire script, for matchScript
-	acquire func(c *rlock.Client, name string, opts ...rlock.MutexOption) (take func(ctx context.Context) (context.Context, error), release func(ctx context.Context) error)
-}
-
-var handoffKinds = []handoffKind{
-	{"fair", "fair_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-		m := c.NewFairMutex(name, opts...)
-		return m.Lock, m.Unlock
-	}},
-	{"fair-rw", "rw_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-		rw := c.NewFairRWMutex(name, opts...)
-		return rw.Lock, rw.Unlock
-	}},
-	{"semaphore", "sem_acquire.lua", func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-		s := c.NewSemaphore(name, 1, opts...)
-		return func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1) }, s.Release
-	}},
+// pair is the lock of kind k called name on c: how to take and give back one of its holds.
+func pair(k lockKind, c *rlock.Client, name string, opts ...rlock.MutexOption) (take func(context.Context) (context.Context, error), release func(context.Context) error) {
+	ops := k.on(c, name, opts...)
+	return ops.lock, ops.release
 }
 
 // countScripts makes p count the requests that run script on key (it never fires).
@@ -69,15 +53,18 @@ func countScripts(p *redistest.Proxy, script, key string) *atomic.Int64 {
 var handoffOpts = rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: time.Second}
 
 func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
-	for _, k := range handoffKinds {
+	for _, k := range kinds {
+		if !queuedKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			p := e.newProxy()
-			attempts := countScripts(p, k.script, e.LockKey("h"))
+			attempts := countScripts(p, k.acquireScript, e.LockKey("h"))
 			holder := e.client(handoffOpts)
 			waiter := e.through(p).client(handoffOpts)
-			take, release := k.acquire(holder, "h")
-			wtake, wrelease := k.acquire(waiter, "h")
+			take, release := pair(k, holder, "h")
+			wtake, wrelease := pair(k, waiter, "h")
 			ctx := context.Background()
 
 			h, err := take(ctx)
@@ -138,12 +125,15 @@ func TestHandoff_grantWithoutRoundTrip(t *testing.T) {
 // of its grant gives up; the grant goes back and on to the next waiter at once, not when the
 // claim runs out.
 func TestHandoff_giveUpGivesGrantBack(t *testing.T) {
-	for _, k := range handoffKinds {
+	for _, k := range kinds {
+		if !queuedKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			c := e.client(handoffOpts)
-			take, release := k.acquire(c, "g")
-			deaf, _ := k.acquire(c, "g", rlock.WithWait(rlock.Spin(10*time.Second)))
+			take, release := pair(k, c, "g")
+			deaf, _ := pair(k, c, "g", rlock.WithWait(rlock.Spin(10*time.Second)))
 			ctx := context.Background()
 			h, err := take(ctx)
 			require.NoError(t, err)
@@ -181,12 +171,15 @@ func TestHandoff_giveUpGivesGrantBack(t *testing.T) {
 // TestHandoff_grantFoundByPoll: a waiter that hears no messages (Spin) finds its grant at its
 // next poll, with the grant's lease, which the watchdog then extends.
 func TestHandoff_grantFoundByPoll(t *testing.T) {
-	for _, k := range handoffKinds {
+	for _, k := range kinds {
+		if !queuedKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			c := e.client(handoffOpts)
-			take, release := k.acquire(c, "p")
-			poll, _ := k.acquire(c, "p", rlock.WithWait(rlock.Spin(100*time.Millisecond)))
+			take, release := pair(k, c, "p")
+			poll, _ := pair(k, c, "p", rlock.WithWait(rlock.Spin(100*time.Millisecond)))
 			ctx := context.Background()
 			h, err := take(ctx)
 			require.NoError(t, err)
@@ -214,15 +207,18 @@ func TestHandoff_grantFoundByPoll(t *testing.T) {
 // after it queued (a partitioned process): it is granted the lock and never hears of it. The
 // next waiter gets the lock when the claim (FairWaitTimeout) runs out, not later.
 func TestHandoff_goneGranteeCostsAtMostTheClaim(t *testing.T) {
-	for _, k := range handoffKinds {
+	for _, k := range kinds {
+		if !queuedKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Dirty = true // the gone waiter's subscription and entry may outlive the test briefly
 			p := e.newProxy()
 			c := e.client(handoffOpts)
 			gone := e.through(p).client(handoffOpts)
-			take, release := k.acquire(c, "d")
-			gtake, _ := k.acquire(gone, "d")
+			take, release := pair(k, c, "d")
+			gtake, _ := pair(k, gone, "d")
 			ctx := context.Background()
 			h, err := take(ctx)
 			require.NoError(t, err)
@@ -476,16 +472,19 @@ func TestHandoff_sharedOwnerReaderBatch(t *testing.T) {
 // queues V again, and only then do the old grant message and the poll's reply reach V. V must
 // not return holding while B holds, and once it holds, its queue entry must be gone.
 func TestHandoff_lateGrantIsNotFresh(t *testing.T) {
-	for _, k := range handoffKinds {
+	for _, k := range kinds {
+		if !queuedKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 				e := newEnv(t)
 				p := e.newProxy()
-				attempts := countScripts(p, k.script, e.LockKey("g"))
+				attempts := countScripts(p, k.acquireScript, e.LockKey("g"))
 				opts := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 3 * time.Second, Wait: wait}
-				take, release := k.acquire(e.client(opts), "g")
-				btake, brelease := k.acquire(e.client(opts), "g")
-				vtake, vrelease := k.acquire(e.through(p).client(opts), "g", rlock.WithLease(200*time.Millisecond))
+				take, release := pair(k, e.client(opts), "g")
+				btake, brelease := pair(k, e.client(opts), "g")
+				vtake, vrelease := pair(k, e.through(p).client(opts), "g", rlock.WithLease(200*time.Millisecond))
 				ctx := context.Background()
 				queued := func() int64 {
 					n, err := e.Do("LLEN", e.LockKey("g")+":queue").AsInt64()
@@ -557,7 +556,8 @@ func TestHandoff_lateGrantIsNotFresh(t *testing.T) {
 
 // helperGranted waits for the lock (queuing on a fair mutex), says whether its hold context is
 // live when Lock returns, and releases it once told (a line on stdin).
-func helperGranted(_ rueidis.Client, m *rlock.Mutex) error {
+func helperGranted(ch child) error {
+	m := ch.mutex()
 	fmt.Println("waiting")
 	h, err := m.Lock(bg)
 	if err != nil {
@@ -588,7 +588,7 @@ func TestHandoff_pausedWaiterTakesNoLateGrant(t *testing.T) {
 		b := e.client(opts).NewFairMutex("p")
 		h, err := holder.Lock(bg)
 		require.NoError(t, err)
-		v := redistest.StartChild(t, "granted", "PREFIX="+e.Prefix, "LOCK=p", "FAIR=1", "WAIT="+w,
+		v := redistest.StartChild(t, "granted", "PREFIX="+e.Prefix, "LOCK=p", "KIND=fair", "WAIT="+w,
 			"WATCHDOG=3s", "FAIRWAIT="+fairWait.String())
 		v.Expect(t, "waiting")
 		e.awaitQueue("p", 1)
@@ -665,7 +665,10 @@ func TestHandoff_grantBeforeConfirmation(t *testing.T) {
 	const fairWait = 3 * time.Second // a poll every second
 	for _, st := range strategies {
 		wait, spin := st.wait, st.name == "spin"
-		for _, k := range handoffKinds {
+		for _, k := range kinds {
+			if !queuedKinds(k) {
+				continue
+			}
 			t.Run(st.name+"/"+k.name, func(t *testing.T) {
 				e := newEnv(t)
 				p := e.newProxy()
@@ -678,8 +681,8 @@ func TestHandoff_grantBeforeConfirmation(t *testing.T) {
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, waiters.Close()) })
 				holder := e.client(rlock.Options{})
-				take, release := k.acquire(holder, "c")
-				wtake, wrelease := k.acquire(waiters, "c")
+				take, release := pair(k, holder, "c")
+				wtake, wrelease := pair(k, waiters, "c")
 				channel := e.LockKey("c") + ":ch"
 
 				h, err := take(bg)
@@ -698,7 +701,7 @@ func TestHandoff_grantBeforeConfirmation(t *testing.T) {
 					return ch
 				}
 				// W's first attempt runs (W heads the queue), its reply held.
-				flowW := p.HoldReply(matchScript(k.script, e.LockKey("c")))
+				flowW := p.HoldReply(matchScript(k.acquireScript, e.LockKey("c")))
 				defer flowW()
 				w := lock()
 				e.awaitQueue("c", 1)
@@ -738,4 +741,138 @@ func TestHandoff_grantBeforeConfirmation(t *testing.T) {
 			})
 		}
 	}
+}
+
+// pinLastMs is a script that waits for the server clock's next millisecond T and then ARGV[1]
+// microseconds more, and makes key KEYS[1] expire at the end of millisecond T: a script that
+// starts before then and reads its PTTL after (the clock moves on while a script runs) reads 0,
+// with the key still there. The next command it lets in lands at a different point of that
+// millisecond for each ARGV[1].
+const pinLastMs = `
+local function us() local t = redis.call('TIME') return t[1] * 1000000 + t[2] end
+local start = math.floor(us() / 1000)
+local t = us()
+while math.floor(t / 1000) == start do t = us() end
+local T = math.floor(t / 1000)
+while us() < T * 1000 + tonumber(ARGV[1]) do end
+return redis.call('pexpireat', KEYS[1], T + 1)`
+
+// A grant found by polling in its claim's last millisecond (issue 16, defect 2): the poll reads
+// PTTL 0, which must not be taken as "no claim" (a full lease): the hold context must end no
+// later than the key. The proxy runs pinLastMs just before it forwards the waiter's poll, once
+// the release has granted the lock, so that the poll lands in the grant's last millisecond.
+func TestHandoff_grantInLastMillisecond(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		p := e.newProxy()
+		key := e.LockKey("m")
+		match := matchScript("fair_acquire.lua", key)
+		moves := scriptTimeMoves(t, e)
+		// pin makes the key expire at the end of the server's current millisecond. pinLastMs
+		// needs TIME to move while a script runs; Redis 8 and Valkey 8 give a script the time it
+		// started at, so there the test reads TIME and sets the expiry itself, a round trip
+		// later: fewer polls land in the last millisecond, but those that do count the same.
+		pin := func(us int64) error {
+			if moves {
+				return e.Admin().Do(context.Background(), e.Admin().B().Eval().Script(pinLastMs).Numkeys(1).Key(key).Arg(strconv.FormatInt(us, 10)).Build()).Error()
+			}
+			now, err := e.Do("TIME").AsStrSlice()
+			if err != nil {
+				return err
+			}
+			sec, _ := strconv.ParseInt(now[0], 10, 64)
+			usec, _ := strconv.ParseInt(now[1], 10, 64)
+			return e.Do("PEXPIREAT", key, strconv.FormatInt(sec*1000+usec/1000+1, 10)).Error()
+		}
+		var armed atomic.Bool
+		var offset atomic.Int64 // µs into the pinned millisecond at which the poll is let in
+		p.DropRequest(func(cmd []string) bool {
+			if !match(cmd) || !armed.Load() {
+				return false
+			}
+			// Hold the poll until the release has granted the lock, then pin its last ms.
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				g, _ := e.Do("HGET", key, wire.FieldGrant).ToString()
+				if g != "" {
+					armed.Store(false)
+					assert.NoError(t, pin(offset.Load()))
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			return false
+		})
+		opts := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 3 * time.Second, Wait: wait}
+		holder := e.client(opts).NewFairMutex("m")
+		vc := e.through(p).client(opts)
+		v := vc.NewFairMutex("m", rlock.WithLease(200*time.Millisecond))
+		ctx := context.Background()
+
+		hits := 0
+		const cycles = 60
+		for cycle := 0; cycle < cycles; cycle++ {
+			h, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			got := make(chan context.Context, 1)
+			go func() {
+				vh, err := v.Lock(ctx)
+				assert.NoError(t, err)
+				got <- vh
+			}()
+			e.awaitQueue("m", 1)
+			offset.Store(int64(cycle*113) % 1000)
+			if wait == strategies[0].wait {
+				// PubSub: cut the waiter's connections, so that the attempt its resubscription
+				// wakes is held (below) until the release, and finds the grant.
+				p.CutAll()
+				time.Sleep(time.Millisecond)
+			}
+			armed.Store(true)
+			require.NoError(t, holder.Unlock(h))
+			var vh context.Context
+			select {
+			case vh = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not get the lock")
+			}
+			armed.Store(false)
+			require.NotNil(t, vh)
+			time.Sleep(5 * time.Millisecond) // past any grant's claim of a few ms
+			n, err := e.Do("EXISTS", key).AsInt64()
+			require.NoError(t, err)
+			if n == 0 {
+				// The poll ran in the grant's last millisecond: the key is gone now, so the hold
+				// context must be over by its own deadline.
+				hits++
+				dl, ok := vh.Deadline()
+				require.True(t, ok)
+				assert.False(t, dl.After(time.Now()), "hold context ends %v after the key did", time.Until(dl))
+				_ = v.Unlock(vh)
+				continue
+			}
+			// The key is there, but on a loaded machine a claim of a few ms can end before the
+			// watchdog's early renewal is confirmed: the hold context ended by its deadline and
+			// the hold is lost (the key, renewed, ends with its lease). Ending early is allowed;
+			// ending after Redis's lease is not.
+			if err := v.Unlock(vh); err != nil {
+				require.ErrorIs(t, err, rlock.ErrLockLost)
+				require.Error(t, vh.Err(), "Unlock reports the hold lost while its context is live")
+			}
+		}
+		t.Logf("grants found with at most a few ms left: %d of %d cycles", hits, cycles)
+		if hits == 0 {
+			t.Skip("no poll landed in the grant's last millisecond (a loaded machine)")
+		}
+	})
+}
+
+// scriptTimeMoves reports whether TIME moves while a script runs on e's server (Redis 7.0 does;
+// Redis 8 and Valkey 8 return the time the script started at).
+func scriptTimeMoves(t *testing.T, e *env) bool {
+	t.Helper()
+	const probe = `local a = redis.call('TIME') for i = 1, 2000000 do end local b = redis.call('TIME')
+return (b[1] - a[1]) * 1000000 + (b[2] - a[2])`
+	d, err := e.Admin().Do(context.Background(), e.Admin().B().Eval().Script(probe).Numkeys(0).Build()).AsInt64()
+	require.NoError(t, err)
+	return d > 0
 }

@@ -56,55 +56,9 @@ func TestLimits_semaphorePermits(t *testing.T) {
 	require.NoError(t, s.Release(h))
 }
 
-// fencedKinds are the kinds with fencing tokens: new holds of each (write holds of an
-// RWMutex), their release, and the token.
-var fencedKinds = []struct {
-	name    string
-	lock    func(c *rlock.Client, name string) func(ctx context.Context, wait time.Duration) (context.Context, error)
-	unlock  func(c *rlock.Client, name string, h context.Context) error
-	token   func(c *rlock.Client, name string, h context.Context) (int64, bool)
-	queued  bool // a release grants the lock to the queue's head (direct handoff)
-	rwMutex bool
-}{
-	{"mutex", func(c *rlock.Client, n string) func(context.Context, time.Duration) (context.Context, error) {
-		return c.NewMutex(n, rlock.WithFencing()).TryLock
-	}, func(c *rlock.Client, n string, h context.Context) error {
-		return c.NewMutex(n, rlock.WithFencing()).Unlock(h)
-	},
-		func(c *rlock.Client, n string, h context.Context) (int64, bool) {
-			return c.NewMutex(n, rlock.WithFencing()).Token(h)
-		},
-		false, false},
-	{"fair", func(c *rlock.Client, n string) func(context.Context, time.Duration) (context.Context, error) {
-		return c.NewFairMutex(n, rlock.WithFencing()).TryLock
-	}, func(c *rlock.Client, n string, h context.Context) error {
-		return c.NewFairMutex(n, rlock.WithFencing()).Unlock(h)
-	}, func(c *rlock.Client, n string, h context.Context) (int64, bool) {
-		return c.NewFairMutex(n, rlock.WithFencing()).Token(h)
-	}, true, false},
-	{"rw-write", func(c *rlock.Client, n string) func(context.Context, time.Duration) (context.Context, error) {
-		return c.NewRWMutex(n, rlock.WithFencing()).TryLock
-	}, func(c *rlock.Client, n string, h context.Context) error {
-		return c.NewRWMutex(n, rlock.WithFencing()).Unlock(h)
-	},
-		func(c *rlock.Client, n string, h context.Context) (int64, bool) {
-			return c.NewRWMutex(n, rlock.WithFencing()).Token(h)
-		}, false, true},
-	{"fairrw-write", func(c *rlock.Client, n string) func(context.Context, time.Duration) (context.Context, error) {
-		return c.NewFairRWMutex(n, rlock.WithFencing()).TryLock
-	}, func(c *rlock.Client, n string, h context.Context) error {
-		return c.NewFairRWMutex(n, rlock.WithFencing()).Unlock(h)
-	}, func(c *rlock.Client, n string, h context.Context) (int64, bool) {
-		return c.NewFairRWMutex(n, rlock.WithFencing()).Token(h)
-	}, true, true},
-}
-
-// rwOf is the fenced RWMutex called name, fair or not.
-func rwOf(c *rlock.Client, name string, fair bool) *rlock.RWMutex {
-	if fair {
-		return c.NewFairRWMutex(name, rlock.WithFencing())
-	}
-	return c.NewRWMutex(name, rlock.WithFencing())
+// fenced is the lock of kind k called name on c, with fencing tokens.
+func fenced(k lockKind, c *rlock.Client, name string) lockOps {
+	return k.on(c, name, rlock.WithFencing())
 }
 
 // TestLimits_fencingCounter: a fencing counter set to 2^53-2 gives the exact tokens 2^53-1 and
@@ -112,7 +66,10 @@ func rwOf(c *rlock.Client, name string, fair bool) *rlock.RWMutex {
 // the same token twice), while the holder at 2^53 re-enters and releases; a counter past 2^53
 // is refused like any bad counter, by State too. Every kind with tokens.
 func TestLimits_fencingCounter(t *testing.T) {
-	for _, k := range fencedKinds {
+	for _, k := range kinds { // the kinds and modes with tokens of their own
+		if !exclusiveKinds(k) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			e := newEnv(t)
 			c := e.client(rlock.Options{})
@@ -121,40 +78,40 @@ func TestLimits_fencingCounter(t *testing.T) {
 			defer e.Do("DEL", counter)
 			require.NoError(t, e.Do("SET", counter, strconv.FormatInt(max53-2, 10)).Error())
 			for _, want := range []int64{max53 - 1, max53} {
-				h, err := k.lock(c, name)(bg, 0)
+				h, err := fenced(k, c, name).try(bg, 0)
 				require.NoError(t, err)
-				tok, ok := k.token(c, name, h)
+				tok, ok := fenced(k, c, name).token(h)
 				require.True(t, ok)
 				assert.Equal(t, want, tok)
 				if want == max53 {
 					// The holder at 2^53 re-enters (no new token) and releases.
-					inner, err := k.lock(c, name)(h, 0)
+					inner, err := fenced(k, c, name).try(h, 0)
 					require.NoError(t, err, "a re-entry takes no new token")
-					tok, _ = k.token(c, name, inner)
+					tok, _ = fenced(k, c, name).token(inner)
 					assert.Equal(t, max53, tok)
-					if k.rwMutex {
-						rw := rwOf(c, name, k.queued)
+					if k.rw != nil {
+						rw := k.rw(c, name, rlock.WithFencing())
 						rd, err := rw.TryRLock(h, 0)
 						require.NoError(t, err, "the writer's read hold takes no new token")
 						tok, _ = rw.Token(rd)
 						assert.Equal(t, max53, tok)
 						require.NoError(t, rw.RUnlock(rd))
 					}
-					require.NoError(t, k.unlock(c, name, inner))
+					require.NoError(t, fenced(k, c, name).release(inner))
 				}
-				require.NoError(t, k.unlock(c, name, h))
+				require.NoError(t, fenced(k, c, name).release(h))
 			}
 			before := e.Keys()
-			_, err := k.lock(c, name)(bg, 0)
+			_, err := fenced(k, c, name).try(bg, 0)
 			require.ErrorIs(t, err, rlock.ErrInvalid, "no exact token is left")
 			assert.ErrorContains(t, err, "2^53")
 			v, err := e.Do("GET", counter).ToString()
 			require.NoError(t, err)
 			assert.Equal(t, strconv.FormatInt(max53, 10), v, "the counter is unchanged")
 			assert.Equal(t, before, e.Keys(), "nothing was written")
-			if k.rwMutex {
+			if k.rw != nil {
 				// A reader takes no token: it gets the counter as it is.
-				rw := rwOf(c, name, k.queued)
+				rw := k.rw(c, name, rlock.WithFencing())
 				rd, err := rw.TryRLock(bg, 0)
 				require.NoError(t, err)
 				tok, _ := rw.Token(rd)
@@ -164,7 +121,7 @@ func TestLimits_fencingCounter(t *testing.T) {
 
 			// Past 2^53: not an exact integer, refused by every call.
 			require.NoError(t, e.Do("SET", counter, strconv.FormatInt(max53+1, 10)).Error())
-			_, err = k.lock(c, name)(bg, 0)
+			_, err = fenced(k, c, name).try(bg, 0)
 			require.ErrorIs(t, err, rlock.ErrInvalid)
 			assert.ErrorContains(t, err, "2^53")
 			_, err = c.State(bg, name)
@@ -183,7 +140,10 @@ func TestLimits_fencingCounter(t *testing.T) {
 // Fair Mutex and fair RWMutex, under pub/sub and spin, each waiter on a client of its own.
 func TestLimits_fencingHandoff(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
-		for _, k := range fencedKinds {
+		for _, k := range kinds { // the kinds and modes with tokens of their own
+			if !exclusiveKinds(k) {
+				continue
+			}
 			if !k.queued {
 				continue
 			}
@@ -205,7 +165,7 @@ func TestLimits_fencingHandoff(t *testing.T) {
 					c := e.client(rlock.Options{Wait: wait})
 					ch := make(chan got, 1)
 					go func() {
-						h, err := k.lock(c, name)(bg, 10*time.Second)
+						h, err := fenced(k, c, name).try(bg, 10*time.Second)
 						ch <- got{c, h, time.Now(), err}
 					}()
 					queued++
@@ -216,9 +176,9 @@ func TestLimits_fencingHandoff(t *testing.T) {
 					return ch
 				}
 				c := e.client(rlock.Options{Wait: wait})
-				h, err := k.lock(c, name)(bg, 0)
+				h, err := fenced(k, c, name).try(bg, 0)
 				require.NoError(t, err)
-				tok, _ := k.token(c, name, h)
+				tok, _ := fenced(k, c, name).token(h)
 				require.Equal(t, max53-2, tok)
 				// The first waiter is granted 2^53-1; then two wait, the first of which is
 				// granted 2^53; its release leaves no token for the last.
@@ -228,17 +188,17 @@ func TestLimits_fencingHandoff(t *testing.T) {
 						chs = append(chs, waiter(), waiter())
 					}
 					released := time.Now()
-					require.NoError(t, k.unlock(c, name, h))
+					require.NoError(t, fenced(k, c, name).release(h))
 					queued--
 					g := <-chs[0]
 					chs = chs[1:]
 					require.NoError(t, g.err)
-					tok, _ = k.token(g.c, name, g.h)
+					tok, _ = fenced(k, g.c, name).token(g.h)
 					assert.Equal(t, want, tok, "the granted token")
 					t.Logf("token %d granted %v after the release", tok, g.at.Sub(released).Round(10*time.Microsecond))
 					c, h = g.c, g.h
 				}
-				require.NoError(t, k.unlock(c, name, h))
+				require.NoError(t, fenced(k, c, name).release(h))
 				g := <-chs[0]
 				require.ErrorIs(t, g.err, rlock.ErrInvalid, "no exact token is left for the last waiter")
 				assert.ErrorContains(t, g.err, "2^53")

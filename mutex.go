@@ -10,32 +10,40 @@ import (
 // Mutex is a reentrant distributed lock identified by a name. It holds only the name and
 // settings, so it is safe to share between goroutines: holds belong to owners, which travel in
 // contexts. Create one with [Client.NewMutex] or [Client.NewFairMutex].
-type Mutex struct{ lock }
-
-// A plain Mutex keeps its holds in one hash, owner -> hold count, whose expiry is the lease;
-// a release publishes "0" on the lock's channel, which wakes one waiter per client.
-type mutexKind struct {
-	acquireKeys, releaseKeys, renewKeys []string // each script's KEYS
-}
-
-func newMutexKind(lk *lock) kind {
-	return mutexKind{acquireKeys: lk.keys.Acquire(lk.fencing), releaseKeys: lk.keys.Release(), renewKeys: lk.keys.Renew(false)}
-}
+type Mutex struct{ locker }
 
 // NewMutex returns the reentrant mutex called name. It does not touch Redis. An empty name or
 // an invalid option is reported by every method of the returned mutex as an error wrapping
 // [ErrInvalid].
 func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
-	return &Mutex{c.newLock(KindMutex, name, newMutexKind, opts)}
+	m := new(Mutex)
+	c.bind(&m.locker, KindMutex, name, newMutexKind, opts)
+	return m
 }
 
-func (mutexKind) name() string { return KindMutex }
+// A plain Mutex keeps its holds in one hash, owner -> hold count, whose expiry is the lease;
+// a release publishes "0" on the lock's channel, which wakes one waiter per client. Its new Lock
+// calls follow the barging rules (see courtesy.go), whose window a release opens.
+type mutexKind struct {
+	lk                                  *lock
+	windows                             *courtesy // the courtesy windows of the lock's shard
+	acquireKeys, releaseKeys, renewKeys []string  // each script's KEYS
+}
 
-func (mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
+func newMutexKind(h *locker) kind {
+	k := h.keys
+	return &mutexKind{lk: &h.lock, windows: &h.sh.courtesy, acquireKeys: k.Acquire(h.fencing),
+		releaseKeys: k.Release(), renewKeys: k.Renew(false)}
+}
 
-func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
+func (*mutexKind) name() string { return KindMutex }
+
+func (*mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
+
+func (k *mutexKind) acquire(ctx context.Context, r request) (attempt, error) {
+	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.Acquire, k.acquireKeys,
+	reply, err := lk.core.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
 		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode]}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
@@ -43,23 +51,32 @@ func (k mutexKind) acquire(ctx context.Context, lk *lock, r request) (attempt, e
 	return lk.parseAttempt(a, reply)
 }
 
-func (k mutexKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
+func (k *mutexKind) release(ctx context.Context, owner string, _ access, req string) (releaseReply, error) {
+	c := k.lk.core
 	sent := time.Now()
-	r, err := lk.c.script(wire.Release).Exec(ctx, lk.c.rc, k.releaseKeys,
+	r, err := c.variant(wire.Release).Exec(ctx, c.rc, k.releaseKeys,
 		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()).AsIntSlice()
 	if err != nil {
-		return released{}, err
+		return releaseReply{}, err
 	}
 	rel, err := parseReleased(wire.ParseRelease(r))
 	if err == nil && rel.left == 0 {
-		lk.courtesy(rel.woken, time.Since(sent))
+		k.windows.open(k.lk, rel.woken, time.Since(sent))
 	}
 	return rel, err
 }
 
-func (mutexKind) leave(context.Context, *lock, request) error { return nil }
+func (*mutexKind) dequeue(context.Context, request) error { return nil }
 
-func (k mutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }
+func (k *mutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }
+
+func (*mutexKind) renewOwner(owner string, _ access) string { return owner }
+
+func (*mutexKind) checkKind() string { return wire.CheckMutex }
+
+func (k *mutexKind) force() (wire.Script, []string, []string) {
+	return wire.ForceUnlock, k.lk.keys.ForceUnlock(false), wire.ForceUnlockArgs{Message: wire.UnlockMessage}.Strings()
+}
 
 // Name returns the lock name given to NewMutex or NewFairMutex.
 func (m *Mutex) Name() string { return m.name }
@@ -112,14 +129,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // existed. This process's holds of m are cancelled with cause [ErrLockLost] at once; holders in
 // other processes learn it at their next renewal. A key of another type at any of the lock's
 // names is an error wrapping [ErrInvalid], and nothing is deleted.
-func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	_, fair := m.kind.(fairMutexKind)
-	args := wire.ForceUnlockArgs{Message: wire.UnlockMessage}
-	if fair {
-		args = wire.ForceUnlockArgs{Message: wire.AddressedPrefix, Fair: true}
-	}
-	return m.forceUnlock(ctx, wire.ForceUnlock, m.keys.ForceUnlock(fair), args.Strings())
-}
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.forceUnlock(ctx) }
 
 // inspect reads whether the lock is held, the hold count of owner ("" for none), and its pttl.
 func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int64, pttl time.Duration, err error) {
@@ -128,7 +138,7 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := m.c.script(wire.Inspect).Exec(ctx, m.c.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+	r, err := m.core.variant(wire.Inspect).Exec(ctx, m.core.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.Inspection
 	if err == nil {
 		in, err = wire.ParseInspect(r)
@@ -176,4 +186,4 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 
 // Token returns the fencing token of the hold of m that ctx carries, and true; or (0, false)
 // for a mutex without [WithFencing] or a context that carries no hold of m. It does not block.
-func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.token(ctx) }
+func (m *Mutex) Token(ctx context.Context) (int64, bool) { return tokenOf(ctx, &m.lock) }

@@ -149,13 +149,7 @@ func observed(t *testing.T, e *env, opts rlock.Options) (*rlock.Client, *recorde
 
 // eachObservedKind runs f as a subtest per mutex kind, with the kind's LockInfo.Kind.
 func eachObservedKind(t *testing.T, f func(t *testing.T, newMutex mutexMaker, kind string)) {
-	for _, k := range kinds {
-		kind := rlock.KindMutex
-		if k.name == "fair" {
-			kind = rlock.KindFairMutex
-		}
-		t.Run(k.name, func(t *testing.T) { f(t, k.new, kind) })
-	}
+	each(t, mutexKinds, func(t *testing.T, k lockKind) { f(t, k.mutex, k.kind) })
 }
 
 // TestObserver_lockUnlock checks the Start/End pairs and hold events of a Lock, a re-entry,
@@ -282,7 +276,7 @@ func TestObserver_waitsThatFail(t *testing.T) {
 // another client or queued behind this client's waiters, just before their End; not for one
 // that did not wait.
 func TestObserver_handoff(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
+	eachMutexKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		holder := newMutex(e.client(rlock.Options{}), "handoff")
 		c, rec, _ := observed(t, e, rlock.Options{Wait: wait})
@@ -567,4 +561,116 @@ func TestObserver_strings(t *testing.T) {
 	}
 	assert.Equal(t, []string{"hold_started", "hold_ended", "renewal_failed", "handoff"}, events)
 	assert.Equal(t, "outcome(99)", rlock.Outcome(99).String())
+}
+
+// muChecker is an Observer that checks, in every method, that the mutexes of the Client's
+// shards are free: it must be able to take each. A caller that held one would never let go, so
+// a check that fails for a whole second means a method was called with it held (other
+// goroutines hold them for microseconds).
+type muChecker struct {
+	c     *rlock.Client
+	mu    sync.Mutex
+	calls map[string]int
+	held  []string // methods called while a shard's mutex was held
+}
+
+func (o *muChecker) check(what string) {
+	free := rlock.ShardsFree(o.c, time.Second)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls[what]++
+	if !free {
+		o.held = append(o.held, what)
+	}
+}
+
+func (o *muChecker) Start(ctx context.Context, op rlock.Op, _ rlock.LockInfo) context.Context {
+	o.check("start " + op.String())
+	return ctx
+}
+
+func (o *muChecker) End(_ context.Context, op rlock.Op, _ rlock.LockInfo, outcome rlock.Outcome, _ time.Duration, _ error) {
+	o.check("end " + op.String() + " " + outcome.String())
+}
+
+func (o *muChecker) Event(ev rlock.Event) {
+	what := "event " + ev.Type.String()
+	if ev.Type == rlock.EventHoldEnded {
+		what += " " + ev.Outcome.String()
+	}
+	o.check(what)
+}
+
+// TestObserver_notUnderClientMutex runs every path that reports to the observer (calls, hold
+// starts and ends by Unlock, ForceUnlock, the watchdog, the reaper and Close, handoffs) and
+// checks that none calls it with a shard's mutex held.
+func TestObserver_notUnderClientMutex(t *testing.T) {
+	e := newEnv(t)
+	e.Dirty = true // as a prefix of its own: Close leaves a hold behind (deleted below, if it can be)
+	obs := &muChecker{calls: map[string]int{}}
+	c, err := rlock.New(e.Rueidis(), rlock.Options{KeyPrefix: e.Prefix, Observer: obs, WatchdogTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	obs.c = c
+	other := e.client(rlock.Options{})
+
+	m := c.NewMutex("a")
+	h, err := m.Lock(bg)
+	require.NoError(t, err)
+	inner, err := m.Lock(h)
+	require.NoError(t, err)
+	require.NoError(t, m.Unlock(inner))
+	require.NoError(t, m.Unlock(h))
+	require.ErrorIs(t, m.Unlock(h), rlock.ErrNotHeld)
+
+	// A handoff from another client.
+	oh, err := other.NewMutex("a").Lock(bg)
+	require.NoError(t, err)
+	time.AfterFunc(30*time.Millisecond, func() { _ = other.NewMutex("a").Unlock(oh) })
+	h, err = m.Lock(bg)
+	require.NoError(t, err)
+	// Lost through ForceUnlock here (loseHolds).
+	_, err = m.ForceUnlock(bg)
+	require.NoError(t, err)
+	require.ErrorIs(t, m.Unlock(h), rlock.ErrLockLost)
+	// Lost through the watchdog (renewal finds the owner gone).
+	h, err = m.Lock(bg)
+	require.NoError(t, err)
+	_, err = other.NewMutex("a").ForceUnlock(bg)
+	require.NoError(t, err)
+	select {
+	case <-h.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the watchdog did not find the loss")
+	}
+	// Lost through the reaper (a fixed lease ran out).
+	l := c.NewMutex("b", rlock.WithLease(20*time.Millisecond))
+	lh, err := l.Lock(bg)
+	require.NoError(t, err)
+	<-lh.Done()
+	time.Sleep(rlock.ReapGrace)
+	// Ended by Close, with a waiter.
+	_, err = c.NewFairMutex("c").Lock(bg)
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.NewFairMutex("c").Lock(bg)
+		waited <- err
+	}()
+	time.Sleep(30 * time.Millisecond)
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, <-waited, rlock.ErrClosed)
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Empty(t, obs.held)
+	for _, what := range []string{
+		"start lock", "end lock acquired", "end lock closed", "start unlock", "end unlock released",
+		"end unlock not_held", "end unlock lost", "event hold_started", "event hold_ended released",
+		"event hold_ended lost", "event hold_ended closed", "event handoff",
+	} {
+		assert.Positive(t, obs.calls[what], what)
+	}
+	assert.Equal(t, 3, obs.calls["event hold_ended lost"], "ForceUnlock, watchdog, reaper")
+	// The hold left by Close expires by itself; delete it now.
+	_, _ = other.NewFairMutex("c").ForceUnlock(bg)
 }

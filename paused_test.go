@@ -17,32 +17,8 @@ import (
 	"github.com/rlock-go/rlock/internal/redistest"
 )
 
-// pausedHoldKinds are the holds TestHold_pausedHolderSeesEndAtOnce takes, one per kind and mode.
-var pausedHoldKinds = []string{"mutex", "fair", "rw-read", "rw-write", "fairrw-read", "fairrw-write", "semaphore"}
-
-// pausedHold takes a hold of kind (one of pausedHoldKinds) called name, with opts.
-func pausedHold(c *rlock.Client, kind, name string, opts ...rlock.MutexOption) (context.Context, error) {
-	switch kind {
-	case "mutex":
-		return c.NewMutex(name, opts...).Lock(bg)
-	case "fair":
-		return c.NewFairMutex(name, opts...).Lock(bg)
-	case "rw-read":
-		return c.NewRWMutex(name, opts...).RLock(bg)
-	case "rw-write":
-		return c.NewRWMutex(name, opts...).Lock(bg)
-	case "fairrw-read":
-		return c.NewFairRWMutex(name, opts...).RLock(bg)
-	case "fairrw-write":
-		return c.NewFairRWMutex(name, opts...).Lock(bg)
-	case "semaphore":
-		return c.NewSemaphore(name, 1, opts...).Acquire(bg, 1)
-	}
-	return nil, fmt.Errorf("no kind %q", kind)
-}
-
-// runPauseProbe is main() of the "pauseprobe" helper: it takes a hold of every kind in
-// pausedHoldKinds (called LOCK-<kind>; with LEASE, a fixed lease, if set; else the watchdog of
+// runPauseProbe is main() of the "pauseprobe" helper: it takes a hold of every kind and mode
+// of kinds (called LOCK-<kind>; with LEASE, a fixed lease, if set; else the watchdog of
 // WATCHDOG), prints "locked", and checks the hold contexts in a loop that uses no timer (the
 // first code to run when the process resumes is this loop, not the library's timers). When the
 // clock jumped by more than a second between two checks (the parent stopped the process), it
@@ -60,9 +36,9 @@ func runPauseProbe() int {
 	if d, err := time.ParseDuration(os.Getenv("LEASE")); err == nil {
 		opts = append(opts, rlock.WithLease(d))
 	}
-	holds := make([]context.Context, len(pausedHoldKinds))
-	for i, kind := range pausedHoldKinds {
-		if holds[i], err = pausedHold(c, kind, os.Getenv("LOCK")+"-"+kind, opts...); err != nil {
+	holds := make([]context.Context, len(kinds))
+	for i, k := range kinds {
+		if holds[i], err = k.on(c, os.Getenv("LOCK")+"-"+k.name, opts...).lock(bg); err != nil {
 			fmt.Fprintln(os.Stderr, "pauseprobe:", err)
 			return 1
 		}
@@ -99,7 +75,7 @@ func runPauseProbe() int {
 					done = true
 				default:
 				}
-				reports[i] = fmt.Sprintf("%s: first %v; cause is ErrLockLost: %v; done: %v", pausedHoldKinds[i], err,
+				reports[i] = fmt.Sprintf("%s: first %v; cause is ErrLockLost: %v; done: %v", kinds[i].name, err,
 					errors.Is(context.Cause(h), rlock.ErrLockLost), done)
 				left--
 			}
@@ -109,7 +85,7 @@ func runPauseProbe() int {
 	}
 	for i, r := range reports {
 		if r == "" {
-			r = pausedHoldKinds[i] + ": no pause seen"
+			r = kinds[i].name + ": no pause seen"
 		}
 		fmt.Println(r)
 	}
@@ -128,12 +104,12 @@ func spin(n int) {
 	spinSink = x
 }
 
-// TestHold_pausedHolderSeesEndAtOnce stops a holder process (SIGSTOP) for 3s, longer than its
+// TestPaused_holderSeesEndAtOnce stops a holder process (SIGSTOP) for 3s, longer than its
 // leases (a 2s watchdog lease, or WithLease(500ms)), and resumes it: the first Err of each hold
 // context after it resumes, called before any timer of the process could run, must be non-nil,
 // with the cause the contract gives (ErrLockLost; Err of a fixed lease: DeadlineExceeded), and
 // Done must be closed. Every kind and mode.
-func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
+func TestPaused_holderSeesEndAtOnce(t *testing.T) {
 	for _, lease := range []string{"watchdog", "fixed"} {
 		t.Run(lease, func(t *testing.T) {
 			t.Parallel()
@@ -156,7 +132,8 @@ func TestHold_pausedHolderSeesEndAtOnce(t *testing.T) {
 				time.Sleep(3 * time.Second)
 				require.NoError(t, c.Cmd.Process.Signal(syscall.SIGCONT))
 				ambiguous := false
-				for _, kind := range pausedHoldKinds {
+				for _, k := range kinds {
+					kind := k.name
 					require.True(t, c.Out.Scan(), "the child ended without a report")
 					line := c.Out.Text()
 					if line == "ambiguous" {
@@ -218,13 +195,13 @@ func runDerivedProbe() int {
 	return 0
 }
 
-// TestHold_pausedDerivedContextEndsWithTheHoldCheck stops a holder process (SIGSTOP) for 2s,
+// TestPaused_derivedContextEndsWithTheHoldCheck stops a holder process (SIGSTOP) for 2s,
 // longer than its 500ms lease, and resumes it. A context derived from the hold context with
 // context.WithCancel is the standard library's: its Err does not look at the clock, so first
 // thing after the pause it may still read nil (until the library's timers run). The hold
 // context's own Err sees the end at once, and that check ends the derived context too: read
 // right after it, the derived context's Err is non-nil. (docs/semantics.md says so.)
-func TestHold_pausedDerivedContextEndsWithTheHoldCheck(t *testing.T) {
+func TestPaused_derivedContextEndsWithTheHoldCheck(t *testing.T) {
 	e := newEnv(t)
 	c := redistest.StartChild(t, "derivedprobe", "PREFIX="+e.Prefix, "LOCK=derived", "LEASE=500ms",
 		"GOMAXPROCS=1")

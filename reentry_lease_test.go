@@ -17,120 +17,93 @@ import (
 // that, the key expired at the shorter lease's end and another owner took the lock while the
 // first hold context still looked live.
 
-// exclusiveTarget is a lock that one owner at a time holds: a Mutex (plain, fair) or an
-// RWMutex's write hold (plain, fair).
-type exclusiveTarget struct {
-	name   string
-	lock   func(ctx context.Context) (context.Context, error)
-	try    func(ctx context.Context, wait time.Duration) (context.Context, error)
-	unlock func(ctx context.Context) error
-}
-
-// exclusiveTargets returns the four exclusive locks called name on c, with opts.
-func exclusiveTargets(c *rlock.Client, name string, opts ...rlock.MutexOption) []exclusiveTarget {
-	var ts []exclusiveTarget
-	for _, k := range kinds {
-		m := k.new(c, name, opts...)
-		ts = append(ts, exclusiveTarget{"mutex/" + k.name, m.Lock, m.TryLock, m.Unlock})
-	}
-	for _, k := range rwKinds {
-		m := k.new(c, name, opts...)
-		ts = append(ts, exclusiveTarget{"rwmutex-write/" + k.name, m.Lock, m.TryLock, m.Unlock})
-	}
-	return ts
-}
-
-// exclusiveTargetNames are the names of exclusiveTargets' targets, in its order.
-var exclusiveTargetNames = []string{"mutex/plain", "mutex/fair", "rwmutex-write/plain", "rwmutex-write/fair"}
+// Each test runs for every kind and mode that one owner at a time holds, re-entrantly: a Mutex
+// (plain, fair) and an RWMutex's write holds (plain, fair).
 
 // TestReentryLease_shorterReentryNeverShortens: an owner holds with a 1s lease (context A) and
 // re-enters through a lock of the same name with a 60ms lease. Another owner waiting for the
 // lock gets it only once A has ended, and Redis keeps the lock at least as long as A lives.
 func TestReentryLease_shorterReentryNeverShortens(t *testing.T) {
 	const long, short = time.Second, 60 * time.Millisecond
-	for i, name := range exclusiveTargetNames {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel() // each waits out a lease
-			strategiesInParallel(t, func(t *testing.T, wait rlock.WaitStrategy) {
-				e := newEnv(t)
-				c := e.client(rlock.Options{Wait: wait})
-				outer := exclusiveTargets(c, "re", rlock.WithLease(long))[i]
-				inner := exclusiveTargets(c, "re", rlock.WithLease(short))[i]
-				other := exclusiveTargets(e.client(rlock.Options{Wait: wait}), "re")[i]
+	each(t, exclusiveKinds, func(t *testing.T, k lockKind) {
+		t.Parallel() // each waits out a lease
+		strategiesInParallel(t, func(t *testing.T, wait rlock.WaitStrategy) {
+			e := newEnv(t)
+			c := e.client(rlock.Options{Wait: wait})
+			outer := k.on(c, "re", rlock.WithLease(long))
+			inner := k.on(c, "re", rlock.WithLease(short))
+			other := k.on(e.client(rlock.Options{Wait: wait}), "re")
 
-				a, err := outer.lock(bg)
-				require.NoError(t, err)
-				dl, ok := a.Deadline()
-				require.True(t, ok)
-				b, err := inner.lock(a)
-				require.NoError(t, err)
-				reentered := time.Now()
-				pttl, err := e.Do("PTTL", e.LockKey("re")).AsInt64()
-				require.NoError(t, err)
-				assert.GreaterOrEqual(t, time.Duration(pttl)*time.Millisecond, time.Until(dl)-5*time.Millisecond,
-					"Redis keeps at least the outer lease")
+			a, err := outer.lock(bg)
+			require.NoError(t, err)
+			dl, ok := a.Deadline()
+			require.True(t, ok)
+			b, err := inner.lock(a)
+			require.NoError(t, err)
+			reentered := time.Now()
+			pttl, err := e.Do("PTTL", e.LockKey("re")).AsInt64()
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, time.Duration(pttl)*time.Millisecond, time.Until(dl)-5*time.Millisecond,
+				"Redis keeps at least the outer lease")
 
-				// Another owner waits for the lock; the moment it gets it, A must have ended.
-				got, err := other.try(bg, 3*time.Second)
-				require.NoError(t, err)
-				gotAt := time.Now()
-				aLive := a.Err() == nil
-				t.Logf("the other owner got the lock %v after the re-entry (outer lease %v); A live then: %v; "+
-					"A's deadline %v after it", gotAt.Sub(reentered).Round(time.Millisecond), long, aLive,
-					dl.Sub(gotAt).Round(time.Millisecond))
-				assert.False(t, aLive, "A is done once another owner holds the lock")
-				assert.False(t, dl.After(gotAt), "A's deadline had passed when another owner got the lock")
-				assert.GreaterOrEqual(t, gotAt.Sub(reentered), long-short-50*time.Millisecond,
-					"the shorter re-entry did not cut the lease")
+			// Another owner waits for the lock; the moment it gets it, A must have ended.
+			got, err := other.try(bg, 3*time.Second)
+			require.NoError(t, err)
+			gotAt := time.Now()
+			aLive := a.Err() == nil
+			t.Logf("the other owner got the lock %v after the re-entry (outer lease %v); A live then: %v; "+
+				"A's deadline %v after it", gotAt.Sub(reentered).Round(time.Millisecond), long, aLive,
+				dl.Sub(gotAt).Round(time.Millisecond))
+			assert.False(t, aLive, "A is done once another owner holds the lock")
+			assert.False(t, dl.After(gotAt), "A's deadline had passed when another owner got the lock")
+			assert.GreaterOrEqual(t, gotAt.Sub(reentered), long-short-50*time.Millisecond,
+				"the shorter re-entry did not cut the lease")
 
-				// The shorter re-entry's context ended at its own deadline, the lock still held then.
-				require.Error(t, b.Err())
-				assert.ErrorIs(t, context.Cause(a), rlock.ErrLockLost, "A's lease ran out")
-				assert.ErrorIs(t, outer.unlock(a), rlock.ErrLockLost)
-				assert.Error(t, outer.unlock(b))
-				require.NoError(t, other.unlock(got))
-			})
+			// The shorter re-entry's context ended at its own deadline, the lock still held then.
+			require.Error(t, b.Err())
+			assert.ErrorIs(t, context.Cause(a), rlock.ErrLockLost, "A's lease ran out")
+			assert.ErrorIs(t, outer.release(a), rlock.ErrLockLost)
+			assert.Error(t, outer.release(b))
+			require.NoError(t, other.release(got))
 		})
-	}
+	})
 }
 
 // TestReentryLease_liveOnlyWhileRedisHolds polls a hold context A (1s lease) re-entered with a
 // 60ms lease against Redis: A's Err is nil only while Redis still has the owner's hold.
 func TestReentryLease_liveOnlyWhileRedisHolds(t *testing.T) {
-	for i, name := range exclusiveTargetNames {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			c := e.client(rlock.Options{})
-			outer := exclusiveTargets(c, "live", rlock.WithLease(time.Second))[i]
-			inner := exclusiveTargets(c, "live", rlock.WithLease(60*time.Millisecond))[i]
-			a, err := outer.lock(bg)
+	each(t, exclusiveKinds, func(t *testing.T, k lockKind) {
+		t.Parallel()
+		e := newEnv(t)
+		c := e.client(rlock.Options{})
+		outer := k.on(c, "live", rlock.WithLease(time.Second))
+		inner := k.on(c, "live", rlock.WithLease(60*time.Millisecond))
+		a, err := outer.lock(bg)
+		require.NoError(t, err)
+		_, err = inner.lock(a)
+		require.NoError(t, err)
+		start := time.Now()
+		var liveGone, polls int
+		var firstGone time.Duration
+		for a.Err() == nil {
+			polls++
+			n, err := e.Do("EXISTS", e.LockKey("live")).AsInt64()
 			require.NoError(t, err)
-			_, err = inner.lock(a)
-			require.NoError(t, err)
-			start := time.Now()
-			var liveGone, polls int
-			var firstGone time.Duration
-			for a.Err() == nil {
-				polls++
-				n, err := e.Do("EXISTS", e.LockKey("live")).AsInt64()
-				require.NoError(t, err)
-				if n == 0 && a.Err() == nil {
-					if liveGone == 0 {
-						firstGone = time.Since(start)
-					}
-					liveGone++
+			if n == 0 && a.Err() == nil {
+				if liveGone == 0 {
+					firstGone = time.Since(start)
 				}
-				time.Sleep(2 * time.Millisecond)
+				liveGone++
 			}
-			t.Logf("A ended %v after the re-entry; %d of %d polls found A live with the lock gone from Redis "+
-				"(first at %v)", time.Since(start).Round(time.Millisecond), liveGone, polls, firstGone)
-			assert.Zero(t, liveGone, "A looked live while Redis no longer had the lock")
-			assert.GreaterOrEqual(t, time.Since(start), 800*time.Millisecond, "A lived for its own lease")
-			err = outer.unlock(a)
-			assert.True(t, err == nil || errors.Is(err, rlock.ErrLockLost), "%v", err)
-		})
-	}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Logf("A ended %v after the re-entry; %d of %d polls found A live with the lock gone from Redis "+
+			"(first at %v)", time.Since(start).Round(time.Millisecond), liveGone, polls, firstGone)
+		assert.Zero(t, liveGone, "A looked live while Redis no longer had the lock")
+		assert.GreaterOrEqual(t, time.Since(start), 800*time.Millisecond, "A lived for its own lease")
+		err = outer.release(a)
+		assert.True(t, err == nil || errors.Is(err, rlock.ErrLockLost), "%v", err)
+	})
 }
 
 // TestReentryLease_renewalNeverShortens: a hold with a fixed 2s lease (context A), re-entered
@@ -138,28 +111,26 @@ func TestReentryLease_liveOnlyWhileRedisHolds(t *testing.T) {
 // Redis' lease at least until A's deadline, so a pause of the process that outlasts the
 // watchdog lease cannot leave A live past what Redis has.
 func TestReentryLease_renewalNeverShortens(t *testing.T) {
-	for i, name := range exclusiveTargetNames {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
-			outer := exclusiveTargets(c, "renew", rlock.WithLease(2*time.Second))[i]
-			inner := exclusiveTargets(c, "renew")[i]
-			a, err := outer.lock(bg)
-			require.NoError(t, err)
-			dl, _ := a.Deadline()
-			b, err := inner.lock(a)
-			require.NoError(t, err)
-			time.Sleep(500 * time.Millisecond) // several renewals
-			left := time.Until(dl)
-			pttl, err := e.Do("PTTL", e.LockKey("renew")).AsInt64()
-			require.NoError(t, err)
-			t.Logf("after the renewals Redis' lease is %dms, A's deadline %v away", pttl, left.Round(time.Millisecond))
-			assert.GreaterOrEqual(t, time.Duration(pttl)*time.Millisecond, left-5*time.Millisecond,
-				"Redis keeps the lock at least until A's deadline")
-			require.NoError(t, a.Err())
-			require.NoError(t, inner.unlock(b))
-			require.NoError(t, outer.unlock(a))
-		})
-	}
+	each(t, exclusiveKinds, func(t *testing.T, k lockKind) {
+		t.Parallel()
+		e := newEnv(t)
+		c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+		outer := k.on(c, "renew", rlock.WithLease(2*time.Second))
+		inner := k.on(c, "renew")
+		a, err := outer.lock(bg)
+		require.NoError(t, err)
+		dl, _ := a.Deadline()
+		b, err := inner.lock(a)
+		require.NoError(t, err)
+		time.Sleep(500 * time.Millisecond) // several renewals
+		left := time.Until(dl)
+		pttl, err := e.Do("PTTL", e.LockKey("renew")).AsInt64()
+		require.NoError(t, err)
+		t.Logf("after the renewals Redis' lease is %dms, A's deadline %v away", pttl, left.Round(time.Millisecond))
+		assert.GreaterOrEqual(t, time.Duration(pttl)*time.Millisecond, left-5*time.Millisecond,
+			"Redis keeps the lock at least until A's deadline")
+		require.NoError(t, a.Err())
+		require.NoError(t, inner.release(b))
+		require.NoError(t, outer.release(a))
+	})
 }

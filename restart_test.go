@@ -29,24 +29,6 @@ func nameOn(e *env, m node, base string) string {
 	}
 }
 
-// answering waits until n serves the slot of key again (EXISTS key gets a reply) and returns
-// that moment, polling every 5ms for up to 30s.
-func answering(t *testing.T, n node, key string) time.Time {
-	t.Helper()
-	give := time.Now().Add(30 * time.Second)
-	for time.Now().Before(give) {
-		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
-		err := n.RC.Do(ctx, n.RC.B().Exists().Key(key).Build()).Error()
-		cancel()
-		if err == nil {
-			return time.Now()
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s did not serve %s again within 30s", n.Addr, key)
-	return time.Time{}
-}
-
 // TestRestart_noticeAtOnce holds every kind and mode, with the watchdog (30s lease, renewed
 // every 10s) and with a fixed 30s lease, on a server that is killed (SIGKILL) and started again
 // without its data: every hold context must end with ErrLockLost within 1s of the server
@@ -67,8 +49,9 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 		if lease == "fixed" {
 			opts = append(opts, rlock.WithLease(30*time.Second))
 		}
-		for _, kind := range pausedHoldKinds {
-			h, err := pausedHold(c, kind, nameOn(e, m, "notice-"+lease+"-"+kind), opts...)
+		for _, k := range kinds {
+			kind := k.name
+			h, err := kindNamed(kind).on(c, nameOn(e, m, "notice-"+lease+"-"+kind), opts...).lock(bg)
 			require.NoError(t, err, "%s %s", lease, kind)
 			holds = append(holds, held{lease + "/" + kind, h})
 		}
@@ -87,7 +70,7 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the watchers connect
 	kill()
 	start()
-	back := answering(t, m, e.LockKey(nameOn(e, m, "notice-watchdog-mutex")))
+	back := m.Answering(t, e.LockKey(nameOn(e, m, "notice-watchdog-mutex")))
 	wg.Wait()
 	for i, h := range holds {
 		require.False(t, ended[i].IsZero(), "%s: the hold context did not end", h.what)
@@ -98,48 +81,6 @@ func TestRestart_noticeAtOnce(t *testing.T) {
 	}
 	t.Logf("server answered at %s; log:\n%s", back.Format("15:04:05.000"), logs.String())
 	e.Dep.WaitSteady(t, 20*time.Second)
-}
-
-// tryHold is TryLock (TryRLock, TryAcquire) of kind (one of pausedHoldKinds) called name.
-func tryHold(ctx context.Context, c *rlock.Client, kind, name string, wait time.Duration) (context.Context, error) {
-	switch kind {
-	case "mutex":
-		return c.NewMutex(name).TryLock(ctx, wait)
-	case "fair":
-		return c.NewFairMutex(name).TryLock(ctx, wait)
-	case "rw-read":
-		return c.NewRWMutex(name).TryRLock(ctx, wait)
-	case "rw-write":
-		return c.NewRWMutex(name).TryLock(ctx, wait)
-	case "fairrw-read":
-		return c.NewFairRWMutex(name).TryRLock(ctx, wait)
-	case "fairrw-write":
-		return c.NewFairRWMutex(name).TryLock(ctx, wait)
-	case "semaphore":
-		return c.NewSemaphore(name, 1).TryAcquire(ctx, 1, wait)
-	}
-	return nil, fmt.Errorf("no kind %q", kind)
-}
-
-// release gives back a hold of kind that tryHold or pausedHold took.
-func release(c *rlock.Client, kind, name string, h context.Context) error {
-	switch kind {
-	case "mutex":
-		return c.NewMutex(name).Unlock(h)
-	case "fair":
-		return c.NewFairMutex(name).Unlock(h)
-	case "rw-read":
-		return c.NewRWMutex(name).RUnlock(h)
-	case "rw-write":
-		return c.NewRWMutex(name).Unlock(h)
-	case "fairrw-read":
-		return c.NewFairRWMutex(name).RUnlock(h)
-	case "fairrw-write":
-		return c.NewFairRWMutex(name).Unlock(h)
-	case "semaphore":
-		return c.NewSemaphore(name, 1).Release(h)
-	}
-	return fmt.Errorf("no kind %q", kind)
 }
 
 // TestRestart_grace restarts the server without its data and checks Options.RestartGrace: within
@@ -157,7 +98,7 @@ func TestRestart_grace(t *testing.T) {
 	kill()
 	killed := time.Now()
 	start()
-	answering(t, m, e.LockKey("grace"))
+	m.Answering(t, e.LockKey("grace"))
 	calls := func() int64 {
 		stats, err := m.Info("commandstats")
 		for try := 0; err != nil && try < 100; try++ { // its connections broke with the restart
@@ -199,16 +140,17 @@ func TestRestart_grace(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	results := make(map[string]*got)
-	for _, kind := range pausedHoldKinds {
+	for _, k := range kinds {
+		kind := k.name
 		for _, c := range []struct {
 			name string
 			c    *rlock.Client
 		}{{"pubsub", graced}, {"spin", spin}} {
 			name := nameOn(e, m, "grace-"+c.name+"-"+kind)
-			_, err := tryHold(bg, c.c, kind, name, 0)
+			_, err := kindNamed(kind).on(c.c, name).try(bg, 0)
 			if err != nil && strings.Contains(err.Error(), "last attempt") {
 				// A connection that broke with the restart: try again, with a short wait.
-				_, err = tryHold(bg, c.c, kind, name, 200*time.Millisecond)
+				_, err = kindNamed(kind).on(c.c, name).try(bg, 200*time.Millisecond)
 			}
 			require.ErrorIs(t, err, rlock.ErrNotObtained, "%s %s: no new hold within the grace", c.name, kind)
 			r := &got{}
@@ -216,10 +158,10 @@ func TestRestart_grace(t *testing.T) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(bg, grace+5*time.Second)
 				defer cancel()
-				h, err := tryHold(ctx, c.c, kind, name, grace+5*time.Second)
+				h, err := kindNamed(kind).on(c.c, name).try(ctx, grace+5*time.Second)
 				r.at, r.err = time.Now(), err
 				if err == nil {
-					r.err = release(c.c, kind, name, h)
+					r.err = kindNamed(kind).on(c.c, name).release(h)
 				}
 			})
 		}
@@ -288,7 +230,7 @@ func TestRestart_rightAfterHold(t *testing.T) {
 				if hd.lease == "fixed" {
 					opts = append(opts, rlock.WithLease(30*time.Second))
 				}
-				h, err := pausedHold(tk[i].c, hd.kind, hd.name, opts...)
+				h, err := kindNamed(hd.kind).on(tk[i].c, hd.name, opts...).lock(bg)
 				if assert.NoError(t, err) {
 					tk[i].h, tk[i].w = h, redistest.WatchCtx(h)
 				}
@@ -302,7 +244,7 @@ func TestRestart_rightAfterHold(t *testing.T) {
 		}
 		kill()
 		start()
-		back := answering(t, m, e.LockKey(holds[0].name))
+		back := m.Answering(t, e.LockKey(holds[0].name))
 		for i, hd := range holds {
 			if tk[i].h == nil {
 				continue
@@ -324,9 +266,9 @@ func TestRestart_rightAfterHold(t *testing.T) {
 					t.Logf("%s: the contender got the lock %v after the server answered again; two holders for %v",
 						what, redistest.Ms(g.at.Sub(back)), redistest.Ms(max(at.Sub(g.at), 0)))
 				}
-				require.NoError(t, release(contender, hd.kind, hd.name, g.h))
+				require.NoError(t, kindNamed(hd.kind).on(contender, hd.name).release(g.h))
 			}
-			if err := release(tk[i].c, hd.kind, hd.name, tk[i].h); err != nil {
+			if err := kindNamed(hd.kind).on(tk[i].c, hd.name).release(tk[i].h); err != nil {
 				assert.ErrorIs(t, err, rlock.ErrLockLost, what)
 			}
 		}
@@ -337,7 +279,8 @@ func TestRestart_rightAfterHold(t *testing.T) {
 		contender := e.client(rlock.Options{Wait: wait})
 		var holds []hold
 		for _, lease := range []string{"watchdog", "fixed"} {
-			for _, kind := range pausedHoldKinds {
+			for _, k := range kinds {
+				kind := k.name
 				contended := lease == "watchdog" && (kind == "mutex" || kind == "fair")
 				holds = append(holds, hold{kind, nameOn(e, m, "after-"+lease+"-"+kind), lease, contended})
 			}
@@ -359,17 +302,17 @@ type contended struct {
 	err error
 }
 
-// contend has c take a hold of kind (see tryHold) called name, waiting up to 20s (through the
+// contend has c take a hold of kind (a row of kinds) called name, waiting up to 20s (through the
 // CLUSTERDOWN of a cluster node coming back), and returns where it reports.
 func contend(c *rlock.Client, kind, name string) chan contended {
 	got := make(chan contended, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 		defer cancel()
-		h, err := tryHold(ctx, c, kind, name, 20*time.Second)
+		h, err := kindNamed(kind).on(c, name).try(ctx, 20*time.Second)
 		for err != nil && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
-			h, err = tryHold(ctx, c, kind, name, 20*time.Second)
+			h, err = kindNamed(kind).on(c, name).try(ctx, 20*time.Second)
 		}
 		got <- contended{h, time.Now(), err}
 	}()

@@ -1,18 +1,8 @@
 package rlock
 
 import (
-	"context"
-	"errors"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
-
 	"github.com/redis/rueidis"
 )
-
-// callTimeout bounds a read made with a context that has already ended.
-const callTimeout = 10 * time.Second
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
 // watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
@@ -23,48 +13,13 @@ const callTimeout = 10 * time.Second
 // with [ErrLockLost], one that survived goes on. It is safe for concurrent use. Create it with
 // [New] and release it with [Client.Close].
 type Client struct {
-	rc         rueidis.Client
-	cluster    bool // group multi-key commands by slot
-	sharded    bool // wake-ups by sharded pub/sub (SPUBLISH, SSUBSCRIBE): on a cluster
-	opts       Options
-	obs        Observer      // opts.Observer; nil: none
-	leaseMs    string        // opts.WatchdogTimeout in whole milliseconds, as Redis gets it
-	lease      time.Duration // the same, as a duration
-	fairWaitMs string        // opts.FairWaitTimeout in milliseconds
-	id         string        // random, prefixes this client's request ids (idLen bytes)
-	// graceMs is Options.RestartGrace in milliseconds (0: none); gracedScripts caches the
-	// scripts' variants for it by the SHA-1 of the original (see Client.script).
-	graceMs       int64
-	gracedScripts sync.Map
-	seq           atomic.Uint64 // request id counter
-
-	ctx       context.Context // done once Close starts
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closed    atomic.Bool
+	core
+	shards    shards // the state of lock names (see shards.go)
+	watchdog  watchdog
+	reaper    reaper
+	watchers  watchers
 	closeDone chan struct{} // closed when the first Close has finished
-	reap      chan struct{} // wakes the reaper: a hold expires before reapAt
-	soon      chan struct{} // wakes the watchdog: claimed holds are to be renewed at soonAt
-	recheck   chan struct{} // wakes the watchdog: check every hold now (see notice.go)
-	verify    chan struct{} // wakes the node watchers' manager: check every hold, read-only
-	watchKick chan struct{} // wakes the node watchers' manager: holds or nodes changed
-
-	shards [shardCount]shard // the state of lock names (see shards.go)
-	nholds atomic.Int64      // hold records in every shard (the node watchers run while there are any)
-	// noticed counts the watchers' notices (see notice.go): an acquisition that saw it change
-	// while it ran has the holds checked again once its hold is registered.
-	noticed atomic.Uint64
-	// watching is set while the node watchers' manager keeps its watchers for as long as
-	// nholds > 0: a first hold then needs no kick (see watchServers).
-	watching atomic.Bool
-	// reapAt is when the reaper wakes next (UnixNano); 0: only when kicked, or scanning (see
-	// reaper). soonAt is when the watchdog renews claimed holds (UnixNano); 0: not planned.
-	reapAt atomic.Int64
-	soonAt atomic.Int64
 }
-
-// idLen is the length of a client id; a request id is the client id and a counter.
-const idLen = 12
 
 // New returns a Client that locks through client. It validates opts (negative durations,
 // durations too short to mean anything and a KeyPrefix with braces are errors wrapping
@@ -78,36 +33,16 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{
-		rc:        client,
-		cluster:   client.Mode() == rueidis.ClientModeCluster,
-		sharded:   client.Mode() == rueidis.ClientModeCluster,
-		opts:      opts,
-		obs:       opts.Observer,
-		lease:     opts.WatchdogTimeout.Truncate(time.Millisecond),
-		id:        NewOwnerID()[:idLen],
-		ctx:       ctx,
-		cancel:    cancel,
-		closeDone: make(chan struct{}),
-		reap:      make(chan struct{}, 1),
-		soon:      make(chan struct{}, 1),
-		recheck:   make(chan struct{}, 1),
-		verify:    make(chan struct{}, 1),
-		watchKick: make(chan struct{}, 1),
-	}
-	for i := range c.shards {
-		c.shards[i].obs = c.obs
-	}
-	c.leaseMs = strconv.FormatInt(c.lease.Milliseconds(), 10)
-	if opts.RestartGrace > 0 {
-		c.graceMs = opts.RestartGrace.Milliseconds()
-	}
-	c.fairWaitMs = strconv.FormatInt(opts.FairWaitTimeout.Milliseconds(), 10)
+	c := &Client{closeDone: make(chan struct{})}
+	c.core.init(client, opts)
+	c.shards.init(&c.core)
+	c.watchdog.init(&c.core, &c.shards)
+	c.reaper.init(&c.core, &c.shards, &c.watchdog)
+	c.watchers.init(&c.core, &c.shards, &c.watchdog)
 	c.wg.Add(3)
-	go c.watchdog()
-	go c.reaper()
-	go c.watchServers()
+	go c.watchdog.run()
+	go c.reaper.run()
+	go c.watchers.run()
 	return c, nil
 }
 
@@ -125,61 +60,11 @@ func (c *Client) Close() error {
 	c.cancel()
 	// Taking every shard's mutex after closed is set also waits out any subscribe or register
 	// that saw the client open: its wg.Add or hold is in before wg.Wait and this sweep.
-	c.each(func(sh *shard) {
-		for _, s := range sh.subs {
-			s.cancel() // its waiters see c.ctx end and let go of it
-		}
-		for _, h := range sh.holds {
-			sh.holdEnded(h, ErrClosed)
-			h.end(ErrClosed)
-		}
-		c.nholds.Add(-int64(len(sh.holds)))
-		sh.holds = nil
+	c.shards.each(func(sh *shard) {
+		sh.subs.cancelAll()
+		sh.endAll(ErrClosed)
 	})
 	c.wg.Wait()
 	close(c.closeDone)
 	return nil
-}
-
-// requestID returns an id unique to this call among all clients: the client id (idLen bytes)
-// and a counter.
-func (c *Client) requestID() string {
-	var b [32]byte
-	return string(strconv.AppendUint(append(b[:0], c.id...), c.seq.Add(1), 36))
-}
-
-// retryTransport runs try until it returns nil or an error that is not a transport error,
-// sleeping 10ms doubling between tries, and returns the last error once another try would
-// start after budget.
-func retryTransport(budget time.Duration, try func() error) error {
-	give := time.Now().Add(budget)
-	b := newBackoff()
-	for {
-		err := try()
-		if !isTransport(err) {
-			return err
-		}
-		d := b.next()
-		if time.Now().Add(d).After(give) {
-			return err
-		}
-		time.Sleep(d)
-	}
-}
-
-// isTransport reports whether err is a transport failure (the command may or may not have
-// run), as opposed to a reply from Redis, bad input or a closed client. A context error from
-// rueidis counts as transport even for a call made without a deadline: a connection that
-// another call's cancelled context was dialling fails every call queued on it that way.
-func isTransport(err error) bool {
-	if err == nil {
-		return false
-	}
-	var reply *rueidis.RedisError
-	switch {
-	case err == nil, errors.As(err, &reply), errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed),
-		errors.Is(err, ErrNotReplicated), errors.Is(err, rueidis.ErrClosing):
-		return false
-	}
-	return true
 }

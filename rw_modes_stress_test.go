@@ -44,7 +44,7 @@ func TestRWModes_stressNoOverlap(t *testing.T) {
 		require.NoError(t, err)
 		run = d
 	}
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		p := e.newProxy()
 		opts := rlock.Options{Wait: wait, WatchdogTimeout: 150 * time.Millisecond}
@@ -72,7 +72,7 @@ func TestRWModes_stressNoOverlap(t *testing.T) {
 // rwStress is one configuration of TestRWModes_stressNoOverlap.
 type rwStress struct {
 	t       *testing.T
-	k       rwKind
+	k       lockKind
 	clients []*rlock.Client
 	leases  string         // the lock's leases zset
 	probe   rueidis.Client // reads Redis directly, past the proxy
@@ -122,9 +122,9 @@ func stressLease(rng *rand.Rand) time.Duration {
 // mutex is the stress lock with a fixed lease (0: the watchdog's) on c.
 func (s *rwStress) mutex(c *rlock.Client, lease time.Duration) *rlock.RWMutex {
 	if lease == 0 {
-		return s.k.new(c, "s")
+		return s.k.rw(c, "s")
 	}
-	return s.k.new(c, "s", rlock.WithLease(lease))
+	return s.k.rw(c, "s", rlock.WithLease(lease))
 }
 
 // stressCtx is one hold context under check.

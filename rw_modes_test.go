@@ -20,11 +20,11 @@ import (
 // the read hold's context lives on, and the RUnlock releases the read hold in Redis: a writer
 // of another owner, waiting, gets the lock then, not when the read lease ends (600ms).
 func TestRWModes_lapsedWriteLeavesLiveRead(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const lease = 400 * time.Millisecond
-		m := k.new(e.client(rlock.Options{Wait: wait}), "a", rlock.WithLease(lease))
-		other := k.new(e.client(rlock.Options{Wait: wait}), "a")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "a", rlock.WithLease(lease))
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "a")
 
 		start := time.Now()
 		w, err := m.Lock(bg)
@@ -59,12 +59,12 @@ func TestRWModes_lapsedWriteLeavesLiveRead(t *testing.T) {
 // its Unlock releases it in Redis (a writer of another owner, waiting, gets the lock then), and
 // the RUnlock of the lapsed read hold returns ErrLockLost.
 func TestRWModes_lapsedReadLeavesLiveWrite(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{Wait: wait})
-		mw := k.new(c, "b", rlock.WithLease(2*time.Second))
-		mr := k.new(c, "b", rlock.WithLease(100*time.Millisecond))
-		other := k.new(e.client(rlock.Options{Wait: wait}), "b")
+		mw := k.rw(c, "b", rlock.WithLease(2*time.Second))
+		mr := k.rw(c, "b", rlock.WithLease(100*time.Millisecond))
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "b")
 
 		w, err := mw.Lock(bg)
 		require.NoError(t, err)
@@ -94,11 +94,11 @@ func TestRWModes_lapsedReadLeavesLiveWrite(t *testing.T) {
 // write hold ends in Redis with its own lease, its context with it, while the read hold and
 // its context live on.
 func TestRWModes_fixedModeNotRenewed(t *testing.T) {
-	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
-		mw := k.new(c, "f", rlock.WithLease(300*time.Millisecond))
-		mr := k.new(c, "f")
+		mw := k.rw(c, "f", rlock.WithLease(300*time.Millisecond))
+		mr := k.rw(c, "f")
 		w, err := mw.Lock(bg)
 		require.NoError(t, err)
 		owner := rlock.WithOwner(bg, mustOwner(t, w))
@@ -129,12 +129,12 @@ func TestRWModes_fixedModeNotRenewed(t *testing.T) {
 // fixed write lease that ran out just before the read's release, before its timer fired, was
 // seen in TestChaos and TestRWModes_stressNoOverlap.)
 func TestRWModes_lostModeEndsLostAtOtherRelease(t *testing.T) {
-	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		p := e.newProxy()
 		c := e.through(p).client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
-		mw := k.new(c, "l")
-		mr := k.new(c, "l", rlock.WithLease(5*time.Second))
+		mw := k.rw(c, "l")
+		mr := k.rw(c, "l", rlock.WithLease(5*time.Second))
 		w, err := mw.Lock(bg)
 		require.NoError(t, err)
 		r, err := mr.RLock(rlock.WithOwner(bg, mustOwner(t, w)))
@@ -160,13 +160,19 @@ func TestRWModes_restartEndsMixedHolds(t *testing.T) {
 	e, kill, start := crashable(t, "mixed")
 	m := e.Master("mixed")
 	c := e.client(rlock.Options{})
-	ends := make([]chan time.Time, len(rwKinds))
-	holds := make([][]context.Context, len(rwKinds))
-	for i, k := range rwKinds {
-		name := nameOn(e, m, "mixed-"+k.name)
-		w, err := k.new(c, name, rlock.WithLease(30*time.Second)).Lock(bg)
+	var rws []lockKind
+	for _, k := range kinds {
+		if rwKinds(k) {
+			rws = append(rws, k)
+		}
+	}
+	ends := make([]chan time.Time, len(rws))
+	holds := make([][]context.Context, len(rws))
+	for i, k := range rws {
+		name := nameOn(e, m, "mixed-"+k.family())
+		w, err := k.rw(c, name, rlock.WithLease(30*time.Second)).Lock(bg)
 		require.NoError(t, err)
-		r, err := k.new(c, name).RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		r, err := k.rw(c, name).RLock(rlock.WithOwner(bg, mustOwner(t, w)))
 		require.NoError(t, err)
 		holds[i] = []context.Context{w, r}
 		ends[i] = make(chan time.Time, 1)
@@ -182,15 +188,15 @@ func TestRWModes_restartEndsMixedHolds(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the watcher connect
 	kill()
 	start()
-	back := answering(t, m, e.LockKey(nameOn(e, m, "mixed-plain")))
-	for i, k := range rwKinds {
+	back := m.Answering(t, e.LockKey(nameOn(e, m, "mixed-rw")))
+	for i, k := range rws {
 		end := <-ends[i]
-		require.False(t, end.IsZero(), "%s: the hold context did not end", k.name)
+		require.False(t, end.IsZero(), "%s: the hold context did not end", k.family())
 		for _, h := range holds[i] {
 			require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
 		}
-		t.Logf("%s: the hold context ended %v after the server answered again", k.name, end.Sub(back))
-		assert.LessOrEqual(t, end.Sub(back), time.Second, k.name)
+		t.Logf("%s: the hold context ended %v after the server answered again", k.family(), end.Sub(back))
+		assert.LessOrEqual(t, end.Sub(back), time.Second, k.family())
 	}
 	e.Dep.WaitSteady(t, 20*time.Second) // (its node connections meet the restart here, not in the clean-up)
 }

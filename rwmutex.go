@@ -19,22 +19,43 @@ import (
 // One mode's loss is its own: the other mode's holds, their releases and the owner's hold
 // contexts go on. An owner's hold contexts end when it holds nothing of the lock any more, in
 // either mode, or when the modes it still holds are all lost.
-type RWMutex struct{ lock }
+type RWMutex struct{ locker }
 
-// rwKind is the read-write lock (see internal/wire/lua/rw_acquire.lua for its keys). The plain one prefers
-// writers: a waiting writer holds back new readers. The fair one serves a queue in arrival
-// order, readers that arrive together with no writer between them holding together.
+// NewRWMutex returns the read-write mutex called name, which prefers writers: once a writer
+// waits, an RLock by an owner that holds nothing waits behind it, so a stream of readers
+// cannot starve a writer (re-entrant RLocks never wait). It does not touch Redis; an empty
+// name or an invalid option is reported by every method as an error wrapping [ErrInvalid].
+// All locks of one name must be of one kind.
+func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
+	rw := new(RWMutex)
+	c.bind(&rw.locker, KindRWMutex, name, newRWKind(false), opts)
+	return rw
+}
+
+// NewFairRWMutex returns the read-write mutex called name that serves readers and writers in
+// arrival order: readers that arrive together, with no writer between them, hold together.
+// Otherwise it is [Client.NewRWMutex].
+func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
+	rw := new(RWMutex)
+	c.bind(&rw.locker, KindFairRWMutex, name, newRWKind(true), opts)
+	return rw
+}
+
+// rwKind is the read-write lock (see internal/wire/lua/rw_acquire.lua for its keys). The plain
+// one prefers writers: a waiting writer holds back new readers. The fair one serves a queue in
+// arrival order, readers that arrive together with no writer between them holding together.
 type rwKind struct {
+	lk   *lock
 	fair bool
 	// each script's KEYS (releaseKeys: also rw_leave.lua's)
 	acquireKeys, releaseKeys, renewKeys, forceKeys []string
 }
 
-func newRWKind(fair bool) func(lk *lock) kind {
-	return func(lk *lock) kind {
-		k := lk.keys
-		return rwKind{fair: fair, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(), renewKeys: k.Renew(true),
-			forceKeys: k.RWForceUnlock()}
+func newRWKind(fair bool) func(h *locker) kind {
+	return func(h *locker) kind {
+		k := h.keys
+		return &rwKind{lk: &h.lock, fair: fair, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(),
+			renewKeys: k.Renew(true), forceKeys: k.RWForceUnlock()}
 	}
 }
 
@@ -45,30 +66,14 @@ var (
 	rwAddressPrefix = [accesses]string{exclusive: "w:", shared: "r:"}
 )
 
-// NewRWMutex returns the read-write mutex called name, which prefers writers: once a writer
-// waits, an RLock by an owner that holds nothing waits behind it, so a stream of readers
-// cannot starve a writer (re-entrant RLocks never wait). It does not touch Redis; an empty
-// name or an invalid option is reported by every method as an error wrapping [ErrInvalid].
-// All locks of one name must be of one kind.
-func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock(KindRWMutex, name, newRWKind(false), opts)}
-}
-
-// NewFairRWMutex returns the read-write mutex called name that serves readers and writers in
-// arrival order: readers that arrive together, with no writer between them, hold together.
-// Otherwise it is [Client.NewRWMutex].
-func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
-	return &RWMutex{c.newLock(KindFairRWMutex, name, newRWKind(true), opts)}
-}
-
-func (k rwKind) name() string {
+func (k *rwKind) name() string {
 	if k.fair {
 		return KindFairRWMutex
 	}
 	return KindRWMutex
 }
 
-func (k rwKind) style(a access) waitStyle {
+func (k *rwKind) style(a access) waitStyle {
 	switch {
 	case k.fair:
 		// Queued, and granted the lock by the release that lets them in (direct handoff).
@@ -81,11 +86,12 @@ func (k rwKind) style(a access) waitStyle {
 	return waitStyle{wake: wakeOne, queued: true}
 }
 
-func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
+func (k *rwKind) acquire(ctx context.Context, r request) (attempt, error) {
+	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
+	reply, err := lk.core.eval(ctx, r.conn, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Access: rwAccessArg[r.access],
-		Fencing: lk.fencing, FairWaitMs: lk.c.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		Fencing: lk.fencing, FairWaitMs: lk.core.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -96,22 +102,33 @@ func (k rwKind) acquire(ctx context.Context, lk *lock, r request) (attempt, erro
 	return lk.parseAttempt(a, reply)
 }
 
-func (k rwKind) release(ctx context.Context, lk *lock, owner string, a access, req string) (released, error) {
-	r, err := lk.c.script(wire.RWRelease).Exec(ctx, lk.c.rc, k.releaseKeys,
+func (k *rwKind) release(ctx context.Context, owner string, a access, req string) (releaseReply, error) {
+	c := k.lk.core
+	r, err := c.variant(wire.RWRelease).Exec(ctx, c.rc, k.releaseKeys,
 		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
 	if err != nil {
-		return released{}, err
+		return releaseReply{}, err
 	}
 	return parseReleased(wire.ParseRWRelease(r))
 }
 
-func (k rwKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.RWLeave).Exec(ctx, lk.c.rc, k.releaseKeys,
+func (k *rwKind) dequeue(ctx context.Context, r request) error {
+	lk := k.lk
+	return lk.core.variant(wire.RWLeave).Exec(ctx, lk.core.rc, k.releaseKeys,
 		wire.RWLeaveArgs{Owner: r.owner, Access: rwAccessArg[r.access], Fair: k.fair, Request: r.id, ClaimMs: lk.claimMs,
 			Fencing: lk.fencing}.Strings()).Error()
 }
 
-func (k rwKind) renewal() (wire.Script, []string) { return wire.RWRenew, k.renewKeys }
+func (k *rwKind) renewal() (wire.Script, []string) { return wire.RWRenew, k.renewKeys }
+
+// renewOwner is the field of the holds of owner in access a (see rw_renew.lua).
+func (*rwKind) renewOwner(owner string, a access) string { return rwAddressPrefix[a] + owner }
+
+func (*rwKind) checkKind() string { return wire.CheckRW }
+
+func (k *rwKind) force() (wire.Script, []string, []string) {
+	return wire.RWForceUnlock, k.forceKeys, wire.RWForceUnlockArgs{Fair: k.fair}.Strings()
+}
 
 // Name returns the lock name given to NewRWMutex or NewFairRWMutex.
 func (rw *RWMutex) Name() string { return rw.name }
@@ -168,10 +185,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // whether anyone held it. This process's holds are cancelled with [ErrLockLost] at once; holders
 // in other processes learn it at their next renewal. A key of another type is an error
 // wrapping [ErrInvalid], and nothing is deleted.
-func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
-	k := rw.kind.(rwKind)
-	return rw.forceUnlock(ctx, wire.RWForceUnlock, k.forceKeys, wire.RWForceUnlockArgs{Fair: k.fair}.Strings())
-}
+func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return rw.forceUnlock(ctx) }
 
 // inspect reads whether a writer holds rw, how many owners read, and owner's holds.
 func (rw *RWMutex) inspect(ctx context.Context, owner string) (wire.RWInspection, error) {
@@ -180,7 +194,7 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) (wire.RWInspection
 	}
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	r, err := rw.c.script(wire.RWInspect).Exec(ctx, rw.c.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+	r, err := rw.core.variant(wire.RWInspect).Exec(ctx, rw.core.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.RWInspection
 	if err == nil {
 		in, err = wire.ParseRWInspect(r)
@@ -230,4 +244,4 @@ func (rw *RWMutex) HoldCount(ctx context.Context) (read, write int, err error) {
 // hold's own token, or for a read hold the counter when it was taken (the last writer's token,
 // 0 before any writer). It returns (0, false) without [WithFencing] or for a context that
 // carries no hold of rw. It does not block.
-func (rw *RWMutex) Token(ctx context.Context) (int64, bool) { return rw.token(ctx) }
+func (rw *RWMutex) Token(ctx context.Context) (int64, bool) { return tokenOf(ctx, &rw.lock) }

@@ -16,40 +16,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// rwMaker makes a read-write mutex of one kind: (*rlock.Client).NewRWMutex or NewFairRWMutex.
-type rwMaker = func(c *rlock.Client, name string, opts ...rlock.MutexOption) *rlock.RWMutex
-
-// rwKind is one of the two read-write mutex constructors.
-type rwKind struct {
-	name string
-	fair bool
-	new  rwMaker
-}
-
-// rwKinds are the read-write mutex kinds; every behaviour common to both is tested for both.
-var rwKinds = []rwKind{
-	{"plain", false, (*rlock.Client).NewRWMutex},
-	{"fair", true, (*rlock.Client).NewFairRWMutex},
-}
-
-// eachRWKind runs f as a subtest per read-write mutex kind.
-func eachRWKind(t *testing.T, f func(t *testing.T, k rwKind)) {
-	for _, k := range rwKinds {
-		t.Run(k.name, func(t *testing.T) { f(t, k) })
+// eachRWKind runs f as a subtest per read-write mutex kind (the rows of kinds for its writes).
+func eachRWKind(t *testing.T, f func(t *testing.T, k lockKind)) {
+	for _, k := range kinds {
+		if rwKinds(k) {
+			t.Run(k.family(), func(t *testing.T) { f(t, k) })
+		}
 	}
 }
 
 // eachRWKindAndStrategy runs f as a subtest per read-write mutex kind and wait strategy.
-func eachRWKindAndStrategy(t *testing.T, f func(t *testing.T, k rwKind, wait rlock.WaitStrategy)) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+func eachRWKindAndStrategy(t *testing.T, f func(t *testing.T, k lockKind, wait rlock.WaitStrategy)) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) { f(t, k, wait) })
 	})
 }
 
 // inParallel runs f as a subtest per read-write mutex kind and wait strategy, all at once: for
 // tests that mostly wait for a lease or a FairWaitTimeout to end.
-func inParallel(t *testing.T, f func(t *testing.T, k rwKind, wait rlock.WaitStrategy)) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+func inParallel(t *testing.T, f func(t *testing.T, k lockKind, wait rlock.WaitStrategy)) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		t.Parallel()
 		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 			t.Parallel()
@@ -67,8 +53,8 @@ func strategiesInParallel(t *testing.T, f func(t *testing.T, wait rlock.WaitStra
 }
 
 // rwKindsInParallel runs f as a subtest per read-write mutex kind, both at once.
-func rwKindsInParallel(t *testing.T, f func(t *testing.T, k rwKind)) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+func rwKindsInParallel(t *testing.T, f func(t *testing.T, k lockKind)) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		t.Parallel()
 		f(t, k)
 	})
@@ -86,7 +72,7 @@ func (e *env) kindQueue(name string) []string {
 
 // rwWaiters is the number of waiters that others wait behind: the waiting writers of a
 // NewRWMutex, the queue entries of a NewFairRWMutex.
-func (e *env) rwWaiters(k rwKind, name string) int {
+func (e *env) rwWaiters(k lockKind, name string) int {
 	if k.fair {
 		return len(e.kindQueue(name))
 	}
@@ -97,7 +83,7 @@ func (e *env) rwWaiters(k rwKind, name string) int {
 
 // writerWaitingNow reports whether a writer waits for the read-write mutex called name; it may be
 // called from any goroutine.
-func (e *env) writerWaitingNow(k rwKind, name string) (bool, error) {
+func (e *env) writerWaitingNow(k lockKind, name string) (bool, error) {
 	if !k.fair {
 		n, err := e.Do("ZCARD", e.kindBase(name)+":writers").AsInt64()
 		return n > 0, err
@@ -112,7 +98,7 @@ func (e *env) writerWaitingNow(k rwKind, name string) (bool, error) {
 }
 
 // awaitRWWaiters waits until n waiters of the read-write mutex called name are recorded.
-func (e *env) awaitRWWaiters(k rwKind, name string, n int) {
+func (e *env) awaitRWWaiters(k lockKind, name string, n int) {
 	e.T.Helper()
 	require.Eventually(e.T, func() bool { return e.rwWaiters(k, name) == n }, 5*time.Second, time.Millisecond,
 		"waiters of %s never reached %d", name, n)
@@ -155,56 +141,6 @@ func (e *env) lockState(name string) string {
 	return b.String()
 }
 
-// kindsResult is what a call that may wait returned, and when.
-type kindsResult struct {
-	h   context.Context
-	err error
-	at  time.Time
-}
-
-// goAcquire runs f in a new goroutine; its outcome arrives on the returned channel.
-func goAcquire(f func() (context.Context, error)) <-chan kindsResult {
-	ch := make(chan kindsResult, 1)
-	go func() {
-		h, err := f()
-		ch <- kindsResult{h, err, time.Now()}
-	}()
-	return ch
-}
-
-// awaitResult requires an outcome on ch within d.
-func awaitResult(t *testing.T, ch <-chan kindsResult, d time.Duration, what string) kindsResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("%s: still waiting after %v", what, d)
-		return kindsResult{}
-	}
-}
-
-// requireGranted requires ch to deliver a hold within d and returns its hold context.
-func requireGranted(t *testing.T, ch <-chan kindsResult, d time.Duration, what string) context.Context {
-	t.Helper()
-	r := awaitResult(t, ch, d, what)
-	require.NoError(t, r.err, what)
-	return r.h
-}
-
-// requireNone requires none of chans to deliver anything within d: those calls still wait.
-func requireNone(t *testing.T, d time.Duration, what string, chans ...<-chan kindsResult) {
-	t.Helper()
-	time.Sleep(d)
-	for i, ch := range chans {
-		select {
-		case r := <-ch:
-			t.Fatalf("%s: call %d returned while it should wait (err %v)", what, i, r.err)
-		default:
-		}
-	}
-}
-
 // requireRWState checks IsLocked, Readers and the hold counts of the owner in ctx.
 func requireRWState(t *testing.T, m *rlock.RWMutex, ctx context.Context, locked bool, readers, read, write int) {
 	t.Helper()
@@ -218,10 +154,10 @@ func requireRWState(t *testing.T, m *rlock.RWMutex, ctx context.Context, locked 
 }
 
 func TestRWMutex_readersShareWriterExcludes(t *testing.T) {
-	eachRWKindAndStrategy(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	eachRWKindAndStrategy(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{Wait: wait}), "share")
-		other := k.new(e.client(rlock.Options{Wait: wait}), "share")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "share")
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "share")
 		assert.Equal(t, "share", m.Name())
 		requireRWState(t, m, bg, false, 0, 0, 0)
 
@@ -287,7 +223,7 @@ func TestRWMutex_readersShareWriterExcludes(t *testing.T) {
 // variables: writers change them non-atomically, readers check they see a consistent pair.
 // One atomic word counts who is inside (readers in the low half, writers in the high half).
 func TestRWMutex_exclusion(t *testing.T) {
-	eachRWKindAndStrategy(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	eachRWKindAndStrategy(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const clients, perClient, iters = 3, 3, 25
 		const writer = int64(1) << 32
@@ -298,7 +234,7 @@ func TestRWMutex_exclusion(t *testing.T) {
 		for range clients {
 			c := e.client(rlock.Options{Wait: wait})
 			for range perClient {
-				m := k.new(c, "excl")
+				m := k.rw(c, "excl")
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -359,9 +295,9 @@ func TestRWMutex_exclusion(t *testing.T) {
 }
 
 func TestRWMutex_reentrancy(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{}), "re")
+		m := k.rw(e.client(rlock.Options{}), "re")
 
 		// Read holds.
 		r1, err := m.RLock(bg)
@@ -445,10 +381,10 @@ func mustOwner(t *testing.T, ctx context.Context) string {
 // bound: the default 30s lease would exceed the test's patience), and its hold contexts live
 // on until it holds nothing.
 func TestRWMutex_downgrade(t *testing.T) {
-	eachRWKindAndStrategy(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	eachRWKindAndStrategy(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{Wait: wait}), "down")
-		other := k.new(e.client(rlock.Options{Wait: wait}), "down")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "down")
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "down")
 
 		w, err := m.Lock(bg)
 		require.NoError(t, err)
@@ -489,9 +425,9 @@ func TestRWMutex_downgrade(t *testing.T) {
 // TestRWMutex_upgradeIsInvalid: an owner that holds only read holds and asks to write gets
 // ErrInvalid at once (an upgrade would deadlock), whatever the wait, and nothing changes.
 func TestRWMutex_upgradeIsInvalid(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{}), "up")
+		m := k.rw(e.client(rlock.Options{}), "up")
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
 		other, err := m.RLock(bg)
@@ -523,9 +459,9 @@ func TestRWMutex_upgradeIsInvalid(t *testing.T) {
 // TestRWMutex_wrongModeRelease: RUnlock of a write hold and Unlock of a read hold are
 // ErrNotHeld and change nothing, as are releases by owners that hold nothing.
 func TestRWMutex_wrongModeRelease(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{}), "wrong")
+		m := k.rw(e.client(rlock.Options{}), "wrong")
 		assert.ErrorIs(t, m.RUnlock(bg), rlock.ErrNotHeld, "no owner in ctx")
 		assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
 		assert.ErrorIs(t, m.RUnlock(rlock.WithOwner(bg, "nobody")), rlock.ErrNotHeld)
@@ -558,10 +494,10 @@ func TestRWMutex_wrongModeRelease(t *testing.T) {
 }
 
 func TestRWMutex_fencingTokens(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{})
-		m := k.new(c, "fenced", rlock.WithFencing())
+		m := k.rw(c, "fenced", rlock.WithFencing())
 
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
@@ -606,7 +542,7 @@ func TestRWMutex_fencingTokens(t *testing.T) {
 		require.NoError(t, m.RUnlock(r))
 
 		// Another client's write holds continue the sequence.
-		m2 := k.new(e.client(rlock.Options{}), "fenced", rlock.WithFencing())
+		m2 := k.rw(e.client(rlock.Options{}), "fenced", rlock.WithFencing())
 		w, err := m2.Lock(bg)
 		require.NoError(t, err)
 		tok, _ = m2.Token(w)
@@ -615,7 +551,7 @@ func TestRWMutex_fencingTokens(t *testing.T) {
 		assert.False(t, ok, "a hold of another client's mutex is not this mutex's hold")
 		require.NoError(t, m2.Unlock(w))
 
-		plain := k.new(c, "plain")
+		plain := k.rw(c, "plain")
 		h, err := plain.RLock(bg)
 		require.NoError(t, err)
 		tok, ok = plain.Token(h)
@@ -636,11 +572,11 @@ func TestRWMutex_fencingTokens(t *testing.T) {
 // TestRWMutex_writerPreference: once a writer waits for a NewRWMutex, readers that hold nothing
 // wait behind it (TryRLock(0) fails), while re-entrant RLocks of current readers never wait.
 func TestRWMutex_writerPreference(t *testing.T) {
-	k := rwKinds[0]
+	k := kindNamed("rw-write")
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{Wait: wait}), "pref")
-		other := k.new(e.client(rlock.Options{Wait: wait}), "pref")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "pref")
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "pref")
 
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
@@ -681,19 +617,19 @@ func TestRWMutex_writerPreference(t *testing.T) {
 // behind a writer) as {R1 R2}, W3, {R4 R5}, W6: arrival order, readers that arrived together
 // hold together, and R4 does not join R1 and R2 past W3.
 func TestRWMutex_fairArrivalOrder(t *testing.T) {
-	k := rwKinds[1]
+	k := kindNamed("fairrw-write")
 	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		mutexes := []*rlock.RWMutex{
-			k.new(e.client(rlock.Options{Wait: wait}), "order"),
-			k.new(e.client(rlock.Options{Wait: wait}), "order"),
+			k.rw(e.client(rlock.Options{Wait: wait}), "order"),
+			k.rw(e.client(rlock.Options{Wait: wait}), "order"),
 		}
 		m := mutexes[0]
 		w0, err := m.Lock(bg)
 		require.NoError(t, err)
 
 		arrivals := "RRWRRW"
-		chans := make([]<-chan kindsResult, len(arrivals))
+		chans := make([]<-chan acquireResult, len(arrivals))
 		for i, mode := range arrivals {
 			mi := mutexes[i%2]
 			if mode == 'R' {
@@ -737,7 +673,7 @@ func TestRWMutex_fairArrivalOrder(t *testing.T) {
 // wake-up): the lock is free, but someone waits, so TryRLock(0) and TryLock(0) from another
 // client fail. The writer spins slowly, so that it does not take the lock before the checks.
 func TestRWMutex_singleAttemptNeverJumps(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		for _, s := range []struct {
 			name string
 			wait rlock.WaitStrategy
@@ -746,8 +682,8 @@ func TestRWMutex_singleAttemptNeverJumps(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t)
 				const timeout = 600 * time.Millisecond
-				m := k.new(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: s.wait}), "nojump")
-				other := k.new(e.client(rlock.Options{}), "nojump")
+				m := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: s.wait}), "nojump")
+				other := k.rw(e.client(rlock.Options{}), "nojump")
 				r, err := m.RLock(bg)
 				require.NoError(t, err)
 				wrote := goAcquire(func() (context.Context, error) { return m.Lock(bg) })
@@ -773,7 +709,7 @@ func TestRWMutex_singleAttemptNeverJumps(t *testing.T) {
 // a loop so that some reader always holds; a writer must still get in, without readers that
 // asked after it was waiting getting in first.
 func TestRWMutex_writerStarvation(t *testing.T) {
-	eachRWKindAndStrategy(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	eachRWKindAndStrategy(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const readers, rounds = 16, 3
 		clients := make([]*rlock.Client, 4)
@@ -787,7 +723,7 @@ func TestRWMutex_writerStarvation(t *testing.T) {
 		defer stop()
 		var wg sync.WaitGroup
 		for i := range readers {
-			m := k.new(clients[i%len(clients)], "starve")
+			m := k.rw(clients[i%len(clients)], "starve")
 			owner := rlock.WithOwner(stopCtx, rlock.NewOwnerID())
 			wg.Add(1)
 			go func() {
@@ -815,7 +751,7 @@ func TestRWMutex_writerStarvation(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return grantCount() >= 4*readers }, 10*time.Second, time.Millisecond, "readers warm up")
 
-		writer := k.new(e.client(rlock.Options{Wait: wait}), "starve")
+		writer := k.rw(e.client(rlock.Options{Wait: wait}), "starve")
 		var worst time.Duration
 		var worstDuring, jumped int
 		for range rounds {
@@ -866,7 +802,7 @@ func TestRWMutex_writerStarvation(t *testing.T) {
 		wg.Wait()
 		t.Logf("MEASURE writer-starvation: %s/%s: 16 readers looping; the writer waited at most %v over %d rounds; "+
 			"at most %d reader grants while it waited; %d to readers that asked after it was seen waiting",
-			k.name, wait, worst, rounds, worstDuring, jumped)
+			k.family(), wait, worst, rounds, worstDuring, jumped)
 		assert.Zero(t, jumped, "readers that asked after the writer was waiting got in before it")
 		assert.Less(t, worst, 3*time.Second, "the writer got in within a bounded time")
 		// Readers that asked before the writer was seen waiting may still go first; how many
@@ -877,10 +813,10 @@ func TestRWMutex_writerStarvation(t *testing.T) {
 }
 
 func TestRWMutex_WithLease(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const lease = 300 * time.Millisecond
-		m := k.new(e.client(rlock.Options{Wait: wait}), "lease", rlock.WithLease(lease))
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "lease", rlock.WithLease(lease))
 
 		start := time.Now()
 		r, err := m.RLock(bg)
@@ -939,12 +875,12 @@ func TestRWMutex_WithLease(t *testing.T) {
 // TestRWMutex_deadReaderLosesOnlyItsHold: a reader whose client stops (Close: nothing renews
 // its lease any more) loses its read hold when its lease ends; the other reader keeps its own.
 func TestRWMutex_deadReaderLosesOnlyItsHold(t *testing.T) {
-	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		const timeout = 400 * time.Millisecond
 		dying := e.client(rlock.Options{WatchdogTimeout: timeout})
-		m := k.new(e.client(rlock.Options{WatchdogTimeout: timeout}), "dead")
-		d, err := k.new(dying, "dead").RLock(bg)
+		m := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout}), "dead")
+		d, err := k.rw(dying, "dead").RLock(bg)
 		require.NoError(t, err)
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
@@ -970,10 +906,10 @@ func TestRWMutex_deadReaderLosesOnlyItsHold(t *testing.T) {
 // TestRWMutex_lossCancelsHold deletes the lock's keys under read and write holds: the hold
 // contexts end with ErrLockLost within a renewal, and the releases say so.
 func TestRWMutex_lossCancelsHold(t *testing.T) {
-	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		const timeout = 900 * time.Millisecond
-		m := k.new(e.client(rlock.Options{WatchdogTimeout: timeout}), "loss")
+		m := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout}), "loss")
 		for _, mode := range []string{"read", "write"} {
 			t.Run(mode, func(t *testing.T) {
 				lock, unlock := m.Lock, m.Unlock
@@ -1000,11 +936,11 @@ func TestRWMutex_lossCancelsHold(t *testing.T) {
 }
 
 func TestRWMutex_ForceUnlock(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		const timeout = 900 * time.Millisecond
-		m := k.new(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: wait}), "force")
-		other := k.new(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: wait}), "force")
+		m := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: wait}), "force")
+		other := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout, Wait: wait}), "force")
 
 		existed, err := other.ForceUnlock(bg)
 		require.NoError(t, err)
@@ -1034,12 +970,12 @@ func TestRWMutex_ForceUnlock(t *testing.T) {
 }
 
 func TestRWMutex_Close(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		e.Dirty = true // checked below: the held lock expires by itself
 		const timeout = 500 * time.Millisecond
 		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: timeout, FairWaitTimeout: timeout})
-		m := k.new(c, "close")
+		m := k.rw(c, "close")
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
 		waiting := goAcquire(func() (context.Context, error) { return m.Lock(bg) })
@@ -1062,12 +998,12 @@ func TestRWMutex_Close(t *testing.T) {
 		_, calls["IsLocked"] = m.IsLocked(bg)
 		_, calls["Readers"] = m.Readers(bg)
 		_, _, calls["HoldCount"] = m.HoldCount(r)
-		_, calls["new mutex"] = k.new(c, "another").RLock(bg)
+		_, calls["new mutex"] = k.rw(c, "another").RLock(bg)
 		for call, err := range calls {
 			assert.ErrorIs(t, err, rlock.ErrClosed, call)
 		}
 
-		o := k.new(e.client(rlock.Options{}), "close")
+		o := k.rw(e.client(rlock.Options{}), "close")
 		n, err := o.Readers(bg)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "Close does not release held locks")
@@ -1081,9 +1017,9 @@ func TestRWMutex_Close(t *testing.T) {
 // contexts) leave no waiting writer, queue entry or subscription behind; in particular a writer
 // that gave up no longer holds back new readers.
 func TestRWMutex_waitEndsLeaveNothing(t *testing.T) {
-	inParallel(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	inParallel(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{Wait: wait}), "busy")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "busy")
 		noWaiters := func(what string) {
 			t.Helper()
 			require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, time.Second, 5*time.Millisecond,
@@ -1134,10 +1070,10 @@ func TestRWMutex_waitEndsLeaveNothing(t *testing.T) {
 // (behind it in the fair queue, or held back by writer preference) at once, not at the
 // reader's next poll (FairWaitTimeout, 5s by default).
 func TestRWMutex_giveUpWakesHeldBack(t *testing.T) {
-	eachRWKindAndStrategy(t, func(t *testing.T, k rwKind, wait rlock.WaitStrategy) {
+	eachRWKindAndStrategy(t, func(t *testing.T, k lockKind, wait rlock.WaitStrategy) {
 		e := newEnv(t)
-		m := k.new(e.client(rlock.Options{Wait: wait}), "giveup")
-		other := k.new(e.client(rlock.Options{Wait: wait}), "giveup")
+		m := k.rw(e.client(rlock.Options{Wait: wait}), "giveup")
+		other := k.rw(e.client(rlock.Options{Wait: wait}), "giveup")
 		r, err := m.RLock(bg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(bg)
@@ -1163,10 +1099,10 @@ func TestRWMutex_giveUpWakesHeldBack(t *testing.T) {
 }
 
 func TestRWMutex_holdContext(t *testing.T) {
-	rwKindsInParallel(t, func(t *testing.T, k rwKind) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		const timeout = 400 * time.Millisecond
-		m := k.new(e.client(rlock.Options{WatchdogTimeout: timeout}), "hctx")
+		m := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout}), "hctx")
 		type key struct{}
 		parent, cancel := context.WithCancel(context.WithValue(bg, key{}, "v"))
 		r, err := m.RLock(parent)
@@ -1178,7 +1114,7 @@ func TestRWMutex_holdContext(t *testing.T) {
 		require.ErrorIs(t, r.Err(), context.Canceled)
 
 		// Another mutex value's writer with a read hold too: both of its leases are renewed.
-		other := k.new(e.client(rlock.Options{WatchdogTimeout: timeout}), "hctx2")
+		other := k.rw(e.client(rlock.Options{WatchdogTimeout: timeout}), "hctx2")
 		w, err := other.Lock(bg)
 		require.NoError(t, err)
 		wr, err := other.RLock(soon(t, w))
@@ -1257,8 +1193,11 @@ func TestRWMutex_badInput(t *testing.T) {
 		key := e.kindBase("str")
 		require.NoError(t, e.Do("SET", key, "not a lock").Error())
 		t.Cleanup(func() { e.Do("DEL", key) })
-		for _, k := range rwKinds {
-			m := k.new(c, "str")
+		for _, k := range kinds {
+			if !rwKinds(k) {
+				continue
+			}
+			m := k.rw(c, "str")
 			calls := map[string]error{}
 			_, calls["RLock"] = m.TryRLock(bg, 50*time.Millisecond)
 			_, calls["Lock"] = m.TryLock(bg, 50*time.Millisecond)
@@ -1266,7 +1205,7 @@ func TestRWMutex_badInput(t *testing.T) {
 			_, calls["IsLocked"] = m.IsLocked(bg)
 			_, calls["Readers"] = m.Readers(bg)
 			for call, err := range calls {
-				assert.ErrorIs(t, err, rlock.ErrInvalid, k.name+" "+call)
+				assert.ErrorIs(t, err, rlock.ErrInvalid, k.family()+" "+call)
 			}
 		}
 		assert.Equal(t, []string{key}, e.Keys(), "the foreign key is untouched")
@@ -1281,14 +1220,14 @@ func TestRWMutex_badInput(t *testing.T) {
 // ErrLockLost (before: the context ended with context.Canceled and RUnlock said ErrNotHeld,
 // seen once in TestChaos' rw-modes on Sentinel).
 func TestRWMutex_otherModeLapsedInRedis(t *testing.T) {
-	eachRWKind(t, func(t *testing.T, k rwKind) {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{})
-		rw := k.new(c, "lapsed")
+		rw := k.rw(c, "lapsed")
 		w, err := rw.Lock(bg)
 		require.NoError(t, err)
 		owner, _ := rlock.Owner(w)
-		r, err := k.new(c, "lapsed", rlock.WithLease(time.Minute)).RLock(rlock.WithOwner(bg, owner))
+		r, err := k.rw(c, "lapsed", rlock.WithLease(time.Minute)).RLock(rlock.WithOwner(bg, owner))
 		require.NoError(t, err)
 		require.NoError(t, e.Do("HDEL", e.LockKey("lapsed"), "r:"+owner).Error())
 		require.NoError(t, e.Do("ZREM", e.LockKey("lapsed")+":leases", "r:"+owner).Error())

@@ -16,15 +16,9 @@ import (
 // in line whose requests fit and tells them so (direct handoff, as the fair Mutex does), so they
 // return without another round trip. Create one with [Client.NewSemaphore].
 type Semaphore struct {
-	lock
+	locker
+	sem     *semKind
 	permits int64
-}
-
-// semKind is the semaphore of permits permits (see internal/wire/lua/sem_acquire.lua for its keys).
-type semKind struct {
-	permits   string
-	keys      []string // the hash, leases, queue, deadlines and channel: every script's KEYS
-	renewKeys []string // the hash and the leases
 }
 
 // NewSemaphore returns the semaphore called name with permits permits. It does not touch
@@ -34,8 +28,10 @@ type semKind struct {
 // permits: while one is in use (held or waited for), the count stored in Redis is checked.
 func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *Semaphore {
 	s := &Semaphore{permits: permits}
-	s.lock = c.newLock(KindSemaphore, name, func(lk *lock) kind {
-		return semKind{permits: strconv.FormatInt(permits, 10), keys: lk.keys.Sem(), renewKeys: lk.keys.Renew(true)}
+	c.bind(&s.locker, KindSemaphore, name, func(h *locker) kind {
+		s.sem = &semKind{lk: &h.lock, permits: strconv.FormatInt(permits, 10), keys: h.keys.Sem(),
+			renewKeys: h.keys.Renew(true)}
+		return s.sem
 	}, opts)
 	s.ownerless = true
 	switch {
@@ -50,45 +46,64 @@ func (c *Client) NewSemaphore(name string, permits int64, opts ...MutexOption) *
 	return s
 }
 
-func (semKind) name() string { return KindSemaphore }
+// semKind is the semaphore of permits permits (see internal/wire/lua/sem_acquire.lua for its keys).
+type semKind struct {
+	lk        *lock
+	permits   string
+	keys      []string // the hash, leases, queue, deadlines and channel: every script's KEYS
+	renewKeys []string // the hash and the leases
+}
 
-func (semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+func (*semKind) name() string { return KindSemaphore }
 
-func (k semKind) acquire(ctx context.Context, lk *lock, r request) (attempt, error) {
+func (*semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+
+func (k *semKind) acquire(ctx context.Context, r request) (attempt, error) {
+	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.c.eval(ctx, &r, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
+	reply, err := lk.core.eval(ctx, r.conn, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
 		Hold: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Permits: k.permits,
-		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.c.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
 	if _, err := wire.ParseAttempt(reply); err != nil {
 		if pe, ok := err.(wire.PermitsError); ok {
-			return a, k.permitsErr(lk, pe.Stored)
+			return a, k.permitsErr(pe.Stored)
 		}
 	}
 	return lk.parseAttempt(a, reply)
 }
 
 // permitsErr is the error for a semaphore in use with stored permits, not k's.
-func (k semKind) permitsErr(lk *lock, stored int64) error {
-	return lk.errorf("%w", invalidf("the semaphore is in use with %d permits, not %s", stored, k.permits))
+func (k *semKind) permitsErr(stored int64) error {
+	return k.lk.errorf("%w", invalidf("the semaphore is in use with %d permits, not %s", stored, k.permits))
 }
 
-func (k semKind) release(ctx context.Context, lk *lock, owner string, _ access, req string) (released, error) {
-	r, err := lk.c.script(wire.SemRelease).Exec(ctx, lk.c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
+func (k *semKind) release(ctx context.Context, owner string, _ access, _ string) (releaseReply, error) {
+	c := k.lk.core
+	r, err := c.variant(wire.SemRelease).Exec(ctx, c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
 	if err != nil {
-		return released{}, err
+		return releaseReply{}, err
 	}
 	return parseReleased(wire.ParseRelease(r))
 }
 
-func (k semKind) leave(ctx context.Context, lk *lock, r request) error {
-	return lk.c.script(wire.SemLeave).Exec(ctx, lk.c.rc, k.keys,
+func (k *semKind) dequeue(ctx context.Context, r request) error {
+	lk := k.lk
+	return lk.core.variant(wire.SemLeave).Exec(ctx, lk.core.rc, k.keys,
 		wire.SemLeaveArgs{Hold: r.owner, ClaimMs: lk.claimMs, N: strconv.FormatInt(r.n, 10)}.Strings()).Error()
 }
 
-func (k semKind) renewal() (wire.Script, []string) { return wire.SemRenew, k.renewKeys }
+func (k *semKind) renewal() (wire.Script, []string) { return wire.SemRenew, k.renewKeys }
+
+func (*semKind) renewOwner(hold string, _ access) string { return hold }
+
+func (*semKind) checkKind() string { return wire.CheckSem }
+
+func (k *semKind) force() (wire.Script, []string, []string) {
+	return wire.SemForceRelease, k.keys, wire.SemForceReleaseArgs{}.Strings()
+}
 
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
@@ -144,7 +159,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 // renewal. A key of another type or kind is an error wrapping [ErrInvalid], and nothing is
 // deleted.
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
-	return s.forceUnlock(ctx, wire.SemForceRelease, s.kind.(semKind).keys, wire.SemForceReleaseArgs{}.Strings())
+	return s.forceUnlock(ctx)
 }
 
 // Available returns how many permits are not held right now. It makes one round trip,
@@ -154,14 +169,14 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := s.c.script(wire.SemInspect).Exec(ctx, s.c.rc, s.keys.SemInspect(),
-		wire.SemInspectArgs{Permits: s.kind.(semKind).permits}.Strings()).AsIntSlice()
+	r, err := s.core.variant(wire.SemInspect).Exec(ctx, s.core.rc, s.keys.SemInspect(),
+		wire.SemInspectArgs{Permits: s.sem.permits}.Strings()).AsIntSlice()
 	var free int64
 	if err == nil {
 		free, err = wire.ParseSemInspect(r)
 	}
 	if pe, ok := err.(wire.PermitsError); ok {
-		return 0, s.kind.(semKind).permitsErr(&s.lock, pe.Stored)
+		return 0, s.sem.permitsErr(pe.Stored)
 	}
 	if err != nil {
 		return 0, s.redisErr("available", badReply(err))

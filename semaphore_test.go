@@ -263,7 +263,7 @@ func TestSemaphore_arrivalOrder(t *testing.T) {
 		}
 		big := goAcquire(func() (context.Context, error) { return s2.Acquire(bg, 3) })
 		e.awaitSemQueue("fifo", 1)
-		var small []<-chan kindsResult
+		var small []<-chan acquireResult
 		for i := range 3 {
 			si := []*rlock.Semaphore{s, s2}[i%2]
 			small = append(small, goAcquire(func() (context.Context, error) { return si.Acquire(bg, 1) }))
@@ -586,4 +586,52 @@ func TestSemaphore_holdContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	requireAvailable(t, s, 3, "a done context acquires nothing")
 	assert.Empty(t, e.Keys())
+}
+
+// TestSemaphore_ForceRelease: ForceRelease deletes every hold, wakes the first waiter (which
+// keeps its place and gets its permits at once), and holders learn of the loss at their next
+// renewal; a semaphore nobody holds reports false and changes nothing.
+func TestSemaphore_ForceRelease(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		holder := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond, Wait: wait})
+		other := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond, Wait: wait,
+			FairWaitTimeout: 30 * time.Second})
+		ctx := context.Background()
+		h, err := holder.NewSemaphore("s", 2).Acquire(ctx, 2)
+		require.NoError(t, err)
+		got := make(chan context.Context, 1)
+		go func() {
+			w, err := other.NewSemaphore("s", 2).Acquire(ctx, 1)
+			assert.NoError(t, err)
+			got <- w
+		}()
+		require.Eventually(t, func() bool {
+			n, err := e.Do("LLEN", e.Prefix+":{s}:queue").AsInt64()
+			return err == nil && n == 1
+		}, 3*time.Second, time.Millisecond, "the waiter queued")
+		start := time.Now()
+		ok, err := other.NewSemaphore("s", 2).ForceRelease(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		var w context.Context
+		select {
+		case w = <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiter did not get its permit after ForceRelease")
+		}
+		t.Logf("waiter got its permit %v after ForceRelease", time.Since(start))
+		require.Eventually(t, func() bool { return rlock.Lost(h) }, 2*time.Second, time.Millisecond,
+			"the holder learns of the loss at its next renewal")
+		require.ErrorIs(t, holder.NewSemaphore("s", 2).Release(h), rlock.ErrLockLost)
+		n, err := other.NewSemaphore("s", 2).Available(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		require.NoError(t, other.NewSemaphore("s", 2).Release(w))
+		ok, err = other.NewSemaphore("s", 2).ForceRelease(ctx)
+		require.NoError(t, err)
+		require.False(t, ok)
+		_, err = other.NewMutex("s").ForceUnlock(ctx)
+		require.NoError(t, err, "nothing left to be of another kind")
+	})
 }

@@ -1,98 +1,63 @@
-package rlock
+package rlock_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rlock-go/rlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
 )
-
-// shardKind makes one kind of lock for the shard tests: its lock, and how to take and give
-// back one hold of it (exclusive, so that contenders wait).
-type shardKind struct {
-	name string
-	make func(c *Client, name string, wait WaitStrategy) (lk *lock, take func(context.Context) (context.Context, error), give func(context.Context) error)
-}
-
-var shardKinds = []shardKind{
-	{"mutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
-		m := c.NewMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
-	}},
-	{"fair mutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
-		m := c.NewFairMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
-	}},
-	{"rwmutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
-		m := c.NewRWMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
-	}},
-	{"fair rwmutex", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
-		m := c.NewFairRWMutex(name, WithWait(w))
-		return &m.lock, m.Lock, m.Unlock
-	}},
-	{"semaphore", func(c *Client, name string, w WaitStrategy) (*lock, func(context.Context) (context.Context, error), func(context.Context) error) {
-		s := c.NewSemaphore(name, 1, WithWait(w))
-		return &s.lock, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1) }, s.Release
-	}},
-}
 
 // Calls on a name never wait for the state of names in other shards (issue 17): with the
 // mutex of another name's shard held throughout, a hold is taken, contended (the waiter waits
 // by pub/sub or spin, and gets the lock when the holder gives it back) and given back, for
 // every kind. Under one client-wide mutex the first call would block for good.
 func TestShards_namesInOtherShardsDoNotWait(t *testing.T) {
-	c := internalClient(t, "rlshards"+NewOwnerID()[:8])
-	for _, k := range shardKinds {
-		for _, w := range []WaitStrategy{PubSub(), Spin(5 * time.Millisecond)} {
-			t.Run(fmt.Sprintf("%s/%T", k.name, w), func(t *testing.T) {
-				lk, take, give := k.make(c, "busy"+k.name, w)
-				var other *shard
-				for i := 0; other == nil || other == lk.sh; i++ {
-					other = c.shardOf(wire.NewKeys(c.opts.KeyPrefix, "other"+strconv.Itoa(i)).Lock)
-				}
-				other.mu.Lock()
-				defer other.mu.Unlock()
+	each(t, perKind, func(t *testing.T, k lockKind) {
+		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+			e := newEnv(t)
+			c := e.client(rlock.Options{Wait: wait})
+			name := "busy" + k.name
+			ops := k.on(c, name)
+			unlock := rlock.LockOtherShard(c, name)
+			defer unlock()
 
-				done := make(chan error, 1)
-				go func() {
-					done <- func() error {
-						bg := context.Background()
-						h, err := take(bg)
-						if err != nil {
-							return err
+			done := make(chan error, 1)
+			go func() {
+				done <- func() error {
+					h, err := ops.lock(bg)
+					if err != nil {
+						return err
+					}
+					got := make(chan error, 1)
+					go func() {
+						h2, err := ops.lock(bg) // another owner: waits for h
+						if err == nil {
+							err = ops.release(h2)
 						}
-						got := make(chan error, 1)
-						go func() {
-							h2, err := take(bg) // another owner: waits for h
-							if err == nil {
-								err = give(h2)
-							}
-							got <- err
-						}()
-						time.Sleep(20 * time.Millisecond) // (the waiter's first attempt, usually)
-						if err := give(h); err != nil {
-							return err
-						}
-						return <-got
+						got <- err
 					}()
+					time.Sleep(20 * time.Millisecond) // (the waiter's first attempt, usually)
+					if err := ops.release(h); err != nil {
+						return err
+					}
+					return <-got
 				}()
-				select {
-				case err := <-done:
-					require.NoError(t, err)
-				case <-time.After(30 * time.Second):
-					t.Fatal("calls on a name waited for another shard's mutex")
-				}
-			})
-		}
-	}
+			}()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("calls on a name waited for another shard's mutex")
+			}
+		})
+	})
 }
 
 // hookOrder is an Observer that checks, per hold record (lock and owner), that its start is
@@ -104,20 +69,23 @@ type hookOrder struct {
 	bad     []string
 }
 
-func (o *hookOrder) Start(ctx context.Context, _ Op, _ LockInfo) context.Context { return ctx }
-func (o *hookOrder) End(context.Context, Op, LockInfo, Outcome, time.Duration, error) {
+func (o *hookOrder) Start(ctx context.Context, _ rlock.Op, _ rlock.LockInfo) context.Context {
+	return ctx
 }
 
-func (o *hookOrder) Event(ev Event) {
+func (o *hookOrder) End(context.Context, rlock.Op, rlock.LockInfo, rlock.Outcome, time.Duration, error) {
+}
+
+func (o *hookOrder) Event(ev rlock.Event) {
 	k := ev.Lock.Name + "\x00" + ev.Owner
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch ev.Type {
-	case EventHoldStarted:
+	case rlock.EventHoldStarted:
 		if o.started[k]++; o.started[k] > 1 || o.ended[k] > 0 {
 			o.bad = append(o.bad, "started again or after its end: "+ev.Lock.Name)
 		}
-	case EventHoldEnded:
+	case rlock.EventHoldEnded:
 		if o.ended[k]++; o.ended[k] > 1 || o.started[k] != 1 {
 			o.bad = append(o.bad, "ended twice or before its start: "+ev.Lock.Name)
 		}
@@ -128,33 +96,33 @@ func (o *hookOrder) Event(ev Event) {
 // at once (run it with -race): no two hold a name at the same time, every hold record's start
 // is reported before its end, and nothing of the client's per-name state is left behind.
 func TestShards_concurrentNames(t *testing.T) {
+	e := newEnv(t)
 	obs := &hookOrder{started: map[string]int{}, ended: map[string]int{}}
-	c, err := New(testRueidis(t), Options{KeyPrefix: "rlshardsrace" + NewOwnerID()[:8], Observer: obs})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := e.client(rlock.Options{Observer: obs})
+	var rows []lockKind
+	for _, k := range kinds {
+		if perKind(k) {
+			rows = append(rows, k)
+		}
+	}
 	const goroutines, rounds, shared = 24, 40, 3
 	type guarded struct {
-		take func(context.Context) (context.Context, error)
-		give func(context.Context) error
-		in   atomic.Int32
+		lockOps
+		in atomic.Int32
 	}
 	var locks []*guarded
-	for i := range shared * len(shardKinds) {
-		k := shardKinds[i%len(shardKinds)]
-		_, take, give := k.make(c, "shared"+strconv.Itoa(i), PubSub())
-		locks = append(locks, &guarded{take: take, give: give})
+	for i := range shared * len(rows) {
+		locks = append(locks, &guarded{lockOps: rows[i%len(rows)].on(c, "shared"+strconv.Itoa(i))})
 	}
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		k := shardKinds[g%len(shardKinds)]
-		_, take, give := k.make(c, "own"+strconv.Itoa(g), PubSub())
-		own := &guarded{take: take, give: give}
+		own := &guarded{lockOps: rows[g%len(rows)].on(c, "own"+strconv.Itoa(g))}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
 				for _, l := range []*guarded{own, locks[(g+r)%len(locks)]} {
-					h, err := l.take(context.Background())
+					h, err := l.lock(bg)
 					if !assert.NoError(t, err) {
 						return
 					}
@@ -162,7 +130,7 @@ func TestShards_concurrentNames(t *testing.T) {
 						assert.Fail(t, "two holders at once", "%d", n)
 					}
 					l.in.Add(-1)
-					if !assert.NoError(t, l.give(h)) {
+					if !assert.NoError(t, l.release(h)) {
 						return
 					}
 				}
@@ -174,10 +142,10 @@ func TestShards_concurrentNames(t *testing.T) {
 	assert.Empty(t, obs.bad)
 	assert.Equal(t, len(obs.started), len(obs.ended), "every hold started was ended")
 	obs.mu.Unlock()
-	assert.Zero(t, c.nholds.Load())
+	records, _ := rlock.PerNameState(c)
+	assert.Zero(t, records)
 	require.Eventually(t, func() bool {
-		left := 0
-		c.each(func(sh *shard) { left += len(sh.holds) + len(sh.lanes) + len(sh.subs) + len(sh.arrivals) })
+		_, left := rlock.PerNameState(c)
 		return left == 0
 	}, 10*time.Second, 10*time.Millisecond, "per-name state left behind")
 }

@@ -57,7 +57,7 @@ func (rw *RWMutex) State(ctx context.Context) (State, error) { return rw.state(c
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	st, err := s.state(ctx)
 	if err == nil && st.Permits != s.permits && (len(st.Holders) > 0 || len(st.Waiters) > 0) {
-		return State{}, s.kind.(semKind).permitsErr(&s.lock, st.Permits)
+		return State{}, s.sem.permitsErr(st.Permits)
 	}
 	return st, err
 }
@@ -95,7 +95,7 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 	if err := lk.check(ctx); err != nil {
 		return State{}, err
 	}
-	st, err := lk.c.readState(ctx, lk.keys, lk.kind.name())
+	st, err := lk.core.readState(ctx, lk.keys, lk.kind.name())
 	if err != nil {
 		return State{}, lk.redisErr("state", err)
 	}
@@ -105,10 +105,10 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 
 // readState runs internal/wire/lua/state.lua for the lock of keys, read as kind (a Kind
 // constant; "": tell it from the keys), and decodes its reply (see wire.ParseState).
-func (c *Client) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
+func (c *core) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
 	ctx, cancel := readCtx(ctx)
 	defer cancel()
-	reply, err := c.script(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
+	reply, err := c.variant(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
 	if err != nil {
 		return State{}, err
 	}

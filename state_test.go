@@ -17,59 +17,8 @@ import (
 	"github.com/rlock-go/rlock/internal/redistest"
 )
 
-// stateKind is one kind of lock as State sees it: how to make a value of it on a client, and
-// how to take and give back one hold of it (exclusive: Lock, or Acquire of all permits).
-type stateKind struct {
-	kind  string
-	state func(c *rlock.Client, name string, opts ...rlock.MutexOption) func(context.Context) (rlock.State, error)
-	lock  func(c *rlock.Client, name string, opts ...rlock.MutexOption) (take func(context.Context) (context.Context, error), give func(context.Context) error)
-}
-
-var stateKinds = []stateKind{
-	mutexStateKind(rlock.KindMutex, (*rlock.Client).NewMutex),
-	mutexStateKind(rlock.KindFairMutex, (*rlock.Client).NewFairMutex),
-	rwStateKind(rlock.KindRWMutex, (*rlock.Client).NewRWMutex),
-	rwStateKind(rlock.KindFairRWMutex, (*rlock.Client).NewFairRWMutex),
-	{
-		kind: rlock.KindSemaphore,
-		state: func(c *rlock.Client, name string, opts ...rlock.MutexOption) func(context.Context) (rlock.State, error) {
-			return c.NewSemaphore(name, 2, opts...).State
-		},
-		lock: func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-			s := c.NewSemaphore(name, 2, opts...)
-			return func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 2) }, s.Release
-		},
-	},
-}
-
-func mutexStateKind(kind string, mk mutexMaker) stateKind {
-	return stateKind{kind: kind,
-		state: func(c *rlock.Client, name string, opts ...rlock.MutexOption) func(context.Context) (rlock.State, error) {
-			return mk(c, name, opts...).State
-		},
-		lock: func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-			m := mk(c, name, opts...)
-			return m.Lock, m.Unlock
-		}}
-}
-
-func rwStateKind(kind string, mk rwMaker) stateKind {
-	return stateKind{kind: kind,
-		state: func(c *rlock.Client, name string, opts ...rlock.MutexOption) func(context.Context) (rlock.State, error) {
-			return mk(c, name, opts...).State
-		},
-		lock: func(c *rlock.Client, name string, opts ...rlock.MutexOption) (func(context.Context) (context.Context, error), func(context.Context) error) {
-			m := mk(c, name, opts...)
-			return m.Lock, m.Unlock
-		}}
-}
-
-// eachStateKind runs f as a subtest per kind of lock.
-func eachStateKind(t *testing.T, f func(t *testing.T, k stateKind)) {
-	for _, k := range stateKinds {
-		t.Run(k.kind, func(t *testing.T) { f(t, k) })
-	}
-}
+// eachStateKind runs f as a subtest per kind of lock (an RWMutex's row for its writes).
+func eachStateKind(t *testing.T, f func(t *testing.T, k lockKind)) { each(t, perKind, f) }
 
 // sortedHolders returns st's holders by owner, then mode.
 func sortedHolders(st rlock.State) []rlock.Holder {
@@ -133,8 +82,8 @@ func TestState_free(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(rlock.Options{})
 	ctx := context.Background()
-	eachStateKind(t, func(t *testing.T, k stateKind) {
-		st, err := k.state(c, "free")(ctx)
+	eachStateKind(t, func(t *testing.T, k lockKind) {
+		st, err := k.on(c, "free").state(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, rlock.State{Name: "free", Kind: k.kind}, st)
 	})
@@ -151,24 +100,25 @@ func TestState_held(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(rlock.Options{WatchdogTimeout: 10 * time.Second})
 	ctx := rlock.WithOwner(context.Background(), "a")
-	eachStateKind(t, func(t *testing.T, k stateKind) {
+	eachStateKind(t, func(t *testing.T, k lockKind) {
 		var opts []rlock.MutexOption
-		if k.kind != rlock.KindSemaphore {
+		if k.fenced() {
 			opts = append(opts, rlock.WithFencing())
 		}
-		take, give := k.lock(c, k.kind, opts...)
+		ops := k.on(c, k.kind, opts...)
+		take, give := ops.lock, ops.release
 		held, err := take(ctx)
 		require.NoError(t, err)
-		st, err := k.state(c, k.kind, opts...)(ctx)
+		st, err := k.on(c, k.kind, opts...).state(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, k.kind, st.Kind)
 		assert.Equal(t, k.kind, st.Name)
 		want := rlock.Holder{Owner: "a", Count: 1}
 		switch k.kind {
 		case rlock.KindSemaphore:
-			want = rlock.Holder{Owner: st.Holders[0].Owner, Count: 2}
+			want = rlock.Holder{Owner: st.Holders[0].Owner, Count: semUnit}
 			assert.NotEqual(t, "a", want.Owner, "a semaphore hold is named by its hold id")
-			assert.Equal(t, int64(2), st.Permits)
+			assert.Equal(t, int64(semPermits), st.Permits)
 		case rlock.KindRWMutex, rlock.KindFairRWMutex:
 			want.Mode = "write"
 		}
@@ -201,7 +151,7 @@ func TestState_reentrantAndBothModes(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(rlock.Options{})
 	bg := context.Background()
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		m := newMutex(c, "re")
 		h1, err := m.Lock(rlock.WithOwner(bg, "a"))
 		require.NoError(t, err)
@@ -213,8 +163,8 @@ func TestState_reentrantAndBothModes(t *testing.T) {
 		require.NoError(t, m.Unlock(h2))
 		require.NoError(t, m.Unlock(h1))
 	})
-	eachRWKind(t, func(t *testing.T, k rwKind) {
-		rw := k.new(c, "both")
+	eachRWKind(t, func(t *testing.T, k lockKind) {
+		rw := k.rw(c, "both")
 		w, err := rw.Lock(rlock.WithOwner(bg, "w"))
 		require.NoError(t, err)
 		r1, err := rw.RLock(w)
@@ -360,10 +310,12 @@ func TestState_changesNothing(t *testing.T) {
 	c := e.client(rlock.Options{FairWaitTimeout: 30 * time.Second})
 	bg := context.Background()
 	var stops []func()
-	eachStateKind(t, func(t *testing.T, k stateKind) {
-		take, give := k.lock(c, k.kind, rlock.WithFencing())
+	eachStateKind(t, func(t *testing.T, k lockKind) {
+		ops := k.on(c, k.kind, rlock.WithFencing())
+		take, give := ops.lock, ops.release
 		if k.kind == rlock.KindSemaphore {
-			take, give = k.lock(c, k.kind)
+			ops = k.on(c, k.kind)
+			take, give = ops.lock, ops.release
 		}
 		held, err := take(bg)
 		require.NoError(t, err)
@@ -384,7 +336,7 @@ func TestState_changesNothing(t *testing.T) {
 			return
 		}
 		require.Eventually(t, func() bool {
-			st, err := k.state(c, k.kind)(bg)
+			st, err := k.on(c, k.kind).state(bg)
 			require.NoError(t, err)
 			return len(st.Waiters) == 1
 		}, 5*time.Second, 5*time.Millisecond)
@@ -394,8 +346,11 @@ func TestState_changesNothing(t *testing.T) {
 	same := false
 	for round := 0; round < 5 && !same; round++ {
 		before := snapshot(t, e)
-		for _, k := range stateKinds {
-			_, err := k.state(c, k.kind)(bg)
+		for _, k := range kinds {
+			if !perKind(k) {
+				continue
+			}
+			_, err := k.on(c, k.kind).state(bg)
 			require.NoError(t, err)
 			_, err = c.State(bg, k.kind)
 			require.NoError(t, err)
@@ -443,50 +398,47 @@ func TestState_grantInFlight(t *testing.T) {
 	// Polls every FairWaitTimeout/3 = 10s: the grant stays unseen while the test looks.
 	waiterC := e.client(rlock.Options{Wait: rlock.Spin(time.Hour), FairWaitTimeout: 30 * time.Second})
 	bg := context.Background()
-	for _, k := range stateKinds {
-		if k.kind == rlock.KindMutex || k.kind == rlock.KindRWMutex {
-			continue // no direct handoff
+	// The kinds with direct handoff.
+	each(t, queuedKinds, func(t *testing.T, k lockKind) {
+		ops := k.on(holderC, "g")
+		take, give := ops.lock, ops.release
+		held, err := take(rlock.WithOwner(bg, "a"))
+		require.NoError(t, err)
+		waitTake := k.on(waiterC, "g").lock
+		ctx, cancel := context.WithCancel(rlock.WithOwner(bg, "b"))
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := waitTake(ctx)
+			done <- err
+		}()
+		state := k.on(holderC, "g").state
+		var st rlock.State
+		require.Eventually(t, func() bool {
+			st, err = state(bg)
+			require.NoError(t, err)
+			return len(st.Waiters) == 1
+		}, 5*time.Second, 5*time.Millisecond)
+		waiter := st.Waiters[0].Owner
+		time.Sleep(300 * time.Millisecond) // past any attempt right after joining: the next is 10s away
+		require.NoError(t, give(held))
+		st, err = state(bg)
+		require.NoError(t, err)
+		select {
+		case err := <-done:
+			t.Fatalf("the waiter returned already (%v): no grant in flight to look at", err)
+		default:
 		}
-		t.Run(k.kind, func(t *testing.T) {
-			take, give := k.lock(holderC, "g")
-			held, err := take(rlock.WithOwner(bg, "a"))
-			require.NoError(t, err)
-			waitTake, _ := k.lock(waiterC, "g")
-			ctx, cancel := context.WithCancel(rlock.WithOwner(bg, "b"))
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				_, err := waitTake(ctx)
-				done <- err
-			}()
-			state := k.state(holderC, "g")
-			var st rlock.State
-			require.Eventually(t, func() bool {
-				st, err = state(bg)
-				require.NoError(t, err)
-				return len(st.Waiters) == 1
-			}, 5*time.Second, 5*time.Millisecond)
-			waiter := st.Waiters[0].Owner
-			time.Sleep(300 * time.Millisecond) // past any attempt right after joining: the next is 10s away
-			require.NoError(t, give(held))
-			st, err = state(bg)
-			require.NoError(t, err)
-			select {
-			case err := <-done:
-				t.Fatalf("the waiter returned already (%v): no grant in flight to look at", err)
-			default:
-			}
-			assert.Empty(t, st.Waiters)
-			require.Len(t, st.Holders, 1)
-			assert.Equal(t, waiter, st.Holders[0].Owner)
-			assert.LessOrEqual(t, st.Holders[0].Lease, 30*time.Second)
-			cancel() // gives the grant back
-			require.ErrorIs(t, <-done, context.Canceled)
-			st, err = state(bg)
-			require.NoError(t, err)
-			assert.Empty(t, st.Holders)
-		})
-	}
+		assert.Empty(t, st.Waiters)
+		require.Len(t, st.Holders, 1)
+		assert.Equal(t, waiter, st.Holders[0].Owner)
+		assert.LessOrEqual(t, st.Holders[0].Lease, 30*time.Second)
+		cancel() // gives the grant back
+		require.ErrorIs(t, <-done, context.Canceled)
+		st, err = state(bg)
+		require.NoError(t, err)
+		assert.Empty(t, st.Holders)
+	})
 }
 
 // TestState_lapsed: a queued waiter that stopped polling (its process SIGSTOPped) is not listed
@@ -498,71 +450,60 @@ func TestState_lapsed(t *testing.T) {
 	bg := context.Background()
 	t.Run("waiters", func(t *testing.T) {
 		const fairWait = "2s"
-		for _, tc := range []struct {
-			k     stateKind
-			child string
-			env   []string
-		}{
-			{stateKinds[1], "hold", []string{"FAIR=1"}},
-			{stateKinds[2], "kinds-rwwait", []string{"KIND=plain", "MODE=w"}},
-			{stateKinds[3], "kinds-rwwait", []string{"KIND=fair", "MODE=w"}},
-			{stateKinds[4], "kinds-semwait", []string{"PERMITS=2", "N=2"}},
-		} {
-			t.Run(tc.k.kind, func(t *testing.T) {
-				t.Parallel()
-				k, name := tc.k, "lapse-"+tc.k.kind
-				// The live waiter joins after the other stopped, and polls every 10s: its join
-				// gives the queue keys its expiry, and the lapsed entry stays in Redis till
-				// its next poll.
-				c := e.client(rlock.Options{FairWaitTimeout: 30 * time.Second})
-				take, give := k.lock(c, name)
-				held, err := take(rlock.WithOwner(bg, "a"))
-				require.NoError(t, err)
-				state := k.state(c, name)
-				var st rlock.State
-				waiters := func(n int) {
-					require.Eventually(t, func() bool {
-						st, err = state(bg)
-						require.NoError(t, err)
-						return len(st.Waiters) == n
-					}, 5*time.Second, 5*time.Millisecond, "waiters: %+v", st.Waiters)
-				}
-				child := redistest.StartChild(t, tc.child, kindsChildEnv(e, name, rlock.PubSub(), append(tc.env, "FAIRWAIT="+fairWait)...)...)
-				if tc.child != "hold" {
-					child.Expect(t, "waiting")
-				}
-				waiters(1)
-				lapsing := st.Waiters[0].Owner
-				require.NoError(t, child.Cmd.Process.Signal(syscall.SIGSTOP)) // polls no more
-				done := make(chan error, 1)
-				go func() {
-					held, err := take(rlock.WithOwner(bg, "c"))
-					if err == nil {
-						err = give(held)
-					}
-					done <- err
-				}()
-				waiters(2)
-				require.Equal(t, lapsing, st.Waiters[0].Owner)
-				live := st.Waiters[1].Owner // "c" (a semaphore waiter: its hold id)
+		// Every kind with waiters listed (a plain Mutex lists none).
+		each(t, func(k lockKind) bool { return perKind(k) && k.kind != rlock.KindMutex }, func(t *testing.T, k lockKind) {
+			t.Parallel()
+			name := "lapse-" + k.kind
+			// The live waiter joins after the other stopped, and polls every 10s: its join
+			// gives the queue keys its expiry, and the lapsed entry stays in Redis till
+			// its next poll.
+			c := e.client(rlock.Options{FairWaitTimeout: 30 * time.Second})
+			ops := k.on(c, name)
+			take, give := ops.lock, ops.release
+			held, err := take(rlock.WithOwner(bg, "a"))
+			require.NoError(t, err)
+			state := k.on(c, name).state
+			var st rlock.State
+			waiters := func(n int) {
 				require.Eventually(t, func() bool {
 					st, err = state(bg)
 					require.NoError(t, err)
-					return len(st.Waiters) == 1
-				}, 5*time.Second, 5*time.Millisecond, "the lapsed waiter is still listed: %+v", st.Waiters)
-				assert.Equal(t, live, st.Waiters[0].Owner)
-				key := e.LockKey(name) + ":deadlines"
-				if k.kind == rlock.KindRWMutex {
-					key = e.LockKey(name) + ":writers"
+					return len(st.Waiters) == n
+				}, 5*time.Second, 5*time.Millisecond, "waiters: %+v", st.Waiters)
+			}
+			child := redistest.StartChild(t, "wait", childEnv(e, name, rlock.PubSub(), "KIND="+k.name, "FAIRWAIT="+fairWait)...)
+			child.Expect(t, "waiting")
+			waiters(1)
+			lapsing := st.Waiters[0].Owner
+			require.NoError(t, child.Cmd.Process.Signal(syscall.SIGSTOP)) // polls no more
+			done := make(chan error, 1)
+			go func() {
+				held, err := take(rlock.WithOwner(bg, "c"))
+				if err == nil {
+					err = give(held)
 				}
-				n, err := e.Do("ZCARD", key).AsInt64()
+				done <- err
+			}()
+			waiters(2)
+			require.Equal(t, lapsing, st.Waiters[0].Owner)
+			live := st.Waiters[1].Owner // "c" (a semaphore waiter: its hold id)
+			require.Eventually(t, func() bool {
+				st, err = state(bg)
 				require.NoError(t, err)
-				assert.Equal(t, int64(2), n, "the lapsed entry is gone from Redis: nothing to show")
-				require.NoError(t, child.Cmd.Process.Kill())
-				require.NoError(t, give(held))
-				require.NoError(t, <-done)
-			})
-		}
+				return len(st.Waiters) == 1
+			}, 5*time.Second, 5*time.Millisecond, "the lapsed waiter is still listed: %+v", st.Waiters)
+			assert.Equal(t, live, st.Waiters[0].Owner)
+			key := e.LockKey(name) + ":deadlines"
+			if k.kind == rlock.KindRWMutex {
+				key = e.LockKey(name) + ":writers"
+			}
+			n, err := e.Do("ZCARD", key).AsInt64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n, "the lapsed entry is gone from Redis: nothing to show")
+			require.NoError(t, child.Cmd.Process.Kill())
+			require.NoError(t, give(held))
+			require.NoError(t, <-done)
+		})
 	})
 	t.Run("holds", func(t *testing.T) {
 		c := e.client(rlock.Options{})
@@ -646,10 +587,10 @@ func TestState_errors(t *testing.T) {
 	e := newEnv(t)
 	bg := context.Background()
 	c := e.client(rlock.Options{})
-	eachStateKind(t, func(t *testing.T, k stateKind) {
-		_, err := k.state(c, "")(bg)
+	eachStateKind(t, func(t *testing.T, k lockKind) {
+		_, err := k.on(c, "").state(bg)
 		assert.ErrorIs(t, err, rlock.ErrInvalid)
-		_, err = k.state(c, "}x")(bg)
+		_, err = k.on(c, "}x").state(bg)
 		assert.ErrorIs(t, err, rlock.ErrInvalid)
 	})
 	_, err := c.State(bg, "")
@@ -686,8 +627,8 @@ func TestState_errors(t *testing.T) {
 	closed, err := rlock.New(e.Rueidis(), rlock.Options{KeyPrefix: e.Prefix})
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
-	eachStateKind(t, func(t *testing.T, k stateKind) {
-		_, err := k.state(closed, "x")(bg)
+	eachStateKind(t, func(t *testing.T, k lockKind) {
+		_, err := k.on(closed, "x").state(bg)
 		assert.ErrorIs(t, err, rlock.ErrClosed)
 	})
 	_, err = closed.State(bg, "x")

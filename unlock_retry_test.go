@@ -25,13 +25,14 @@ const outage = 3500 * time.Millisecond
 // later release in the other mode through w releases that mode in Redis (it does not take the
 // first one's outcome), and the first release's retry returns its own outcome.
 func TestUnlockRetry_outcomeStaysWithItsAccess(t *testing.T) {
-	for _, k := range rwKinds {
+	eachRWKind(t, func(t *testing.T, k lockKind) {
+		t.Parallel()
 		for _, first := range []string{"Unlock", "RUnlock"} {
-			t.Run(k.name+"/"+first+" first", func(t *testing.T) {
+			t.Run(first+" first", func(t *testing.T) {
 				t.Parallel() // each waits out an outage
 				e := newEnv(t)
 				p := e.newProxy()
-				m := k.new(e.through(p).client(rlock.Options{WatchdogTimeout: 6 * time.Second}), "acc")
+				m := k.rw(e.through(p).client(rlock.Options{WatchdogTimeout: 6 * time.Second}), "acc")
 				w, err := m.Lock(bg)
 				require.NoError(t, err)
 				_, err = m.RLock(w)
@@ -57,7 +58,7 @@ func TestUnlockRetry_outcomeStaysWithItsAccess(t *testing.T) {
 				assert.ErrorIs(t, other(w), rlock.ErrNotHeld)
 			})
 		}
-	}
+	})
 }
 
 // TestUnlockRetry_ownerRetryReleasesOnce: a WithOwner context holds a Mutex twice; an Unlock
@@ -65,25 +66,22 @@ func TestUnlockRetry_outcomeStaysWithItsAccess(t *testing.T) {
 // another call of the owner on the lane (a re-entry), the caller's retried Unlock returns its
 // outcome: the second hold is still held, its context live.
 func TestUnlockRetry_ownerRetryReleasesOnce(t *testing.T) {
-	for _, k := range kinds {
+	each(t, mutexKinds, func(t *testing.T, k lockKind) {
+		t.Parallel()
 		for _, by := range []string{"watchdog", "re-entry"} {
-			t.Run(k.name+"/settled by "+by, func(t *testing.T) {
+			t.Run("settled by "+by, func(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t)
 				p := e.newProxy()
 				// A lease that outlasts the outage: the holds are renewed after it.
-				m := k.new(e.through(p).client(rlock.Options{WatchdogTimeout: 12 * time.Second}), "own")
+				m := k.mutex(e.through(p).client(rlock.Options{WatchdogTimeout: 12 * time.Second}), "own")
 				ctx := rlock.WithOwner(bg, "retrying-owner")
 				h1, err := m.Lock(ctx)
 				require.NoError(t, err)
 				h2, err := m.Lock(ctx)
 				require.NoError(t, err)
 
-				script := "release.lua"
-				if k.name == "fair" {
-					script = "fair_release.lua"
-				}
-				match := matchScript(script, e.LockKey("own"))
+				match := matchScript(k.releaseScript, e.LockKey("own"))
 				p.DropReplyThenOutage(match, outage)
 				start := time.Now()
 				require.Error(t, m.Unlock(ctx), "every retry failed in the outage")
@@ -121,5 +119,5 @@ func TestUnlockRetry_ownerRetryReleasesOnce(t *testing.T) {
 				assert.ErrorIs(t, causeOf(h2, time.Second), context.Canceled)
 			})
 		}
-	}
+	})
 }

@@ -12,6 +12,7 @@ import (
 // repeated.
 type waiter struct {
 	lk       *lock
+	sh       *shard // the client's state about the lock's name
 	style    waitStyle
 	r        request // owner, request id, access, permits, join (not a single attempt)
 	ctx      context.Context
@@ -50,7 +51,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	w.tried = true
 	w.r.mode = mode
 	r := &w.r
-	a, err := w.lk.tryAcquire(w.cmd, *r)
+	a, err := w.lk.tryOnce(w.cmd, *r)
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
@@ -62,81 +63,15 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	if err == nil && a.unreplicated != nil {
 		err = a.unreplicated
-		w.lk.owe(w.cmd, w.lane, r.access) // give the hold back; the call ends with err
+		w.sh.owe(w.cmd, w.lane, w.lk, r.access) // give the hold back; the call ends with err
 		a.acquired = false
 	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay the request
 	}
-	w.lk.exitLane(w.lane)
+	w.sh.lanes.exit(w.lane)
 	w.lane = nil
 	return a, err
-}
-
-// acquire waits with the lock's strategy until an attempt succeeds (it returns holding the
-// owner's lane), the wait ends, ctx is done, or the client closes. On error it holds nothing:
-// an attempt whose reply was lost is resolved, and its hold given back if it took one.
-func (w *waiter) acquire() (attempt, error) {
-	a, err := w.wait()
-	if err != nil && w.lane != nil {
-		w.lk.leave(w.cmd, w.lane, w.r)
-		w.lk.exitLane(w.lane)
-		w.lane = nil
-	}
-	return a, err
-}
-
-// wait runs the first attempt, then waits with the lock's strategy: queued waiters in their
-// queue, a plain Mutex's by its barging rules, other waiters until a wake-up for them.
-func (w *waiter) wait() (attempt, error) {
-	switch d, how := w.yield(); how {
-	case yieldWait:
-		return w.pubsub(attempt{pttl: d}, nil)
-	case yieldQueue:
-		w.blocked = true
-		return w.pubsub(attempt{pttl: d}, nil)
-	case yieldProbe:
-		a, err := w.run(reenterOnly)
-		if err == nil && a.acquired || err != nil && !isTransport(err) {
-			return a, err
-		}
-		if err == nil && a.pttl == 0 {
-			a.pttl = maxCourtesy // left free for a woken waiter
-		}
-		return w.pubsub(a, err)
-	}
-	if w.style.wake == wakeAddressed && w.r.join {
-		w.lk.sh.arrive(w.lk.keys.Channel, w.address(), 1)
-		defer w.lk.sh.arrive(w.lk.keys.Channel, w.address(), -1)
-	}
-	if w.style.wake == wakeReaders && w.r.join {
-		w.peeked, w.woken = w.lk.sh.peekReaders(w.lk.keys.Channel)
-	}
-	a, err := w.try()
-	if err == nil && a.acquired {
-		return a, nil
-	}
-	if err != nil && !isTransport(err) {
-		return a, err
-	}
-	if w.style.queued {
-		return w.queue(a, err)
-	}
-	if w.bounded && !time.Now().Before(w.deadline) {
-		if err != nil {
-			// The wait is over and the attempt's outcome unknown: it is resolved (and given
-			// back) before the call returns, so this is a plain ErrNotObtained as well.
-			return a, w.lk.errorf("%w (last attempt: %w)", ErrNotObtained, err)
-		}
-		return a, w.lk.errorf("%w", ErrNotObtained)
-	}
-	if s, ok := w.lk.wait.(spinWait); ok {
-		return w.spin(s.interval, err)
-	}
-	if w.style.wake == wakeOne {
-		return w.pubsub(a, err)
-	}
-	return w.queue(a, err)
 }
 
 // spin polls every interval, as Spring's RedisLockRegistry does (waiters that are not queued).
@@ -162,19 +97,19 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 }
 
 // pubsub is how a plain Mutex's waiter waits: it sleeps on the lock's shared subscription until
-// an unlock message or the holder's lease bound, then tries again. The subscription's confirmation leaves a permit too, so an
-// unlock published between the first attempt and the subscription is not missed.
+// an unlock message or the holder's lease bound, then tries again. The subscription's
+// confirmation leaves a permit too, so an unlock published between the first attempt and the
+// subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
-	c := w.lk.c
-	s := c.subscribe(w.lk.sh, w.lk.keys.Channel)
+	s := w.sh.subs.subscribe(w.lk.keys.Channel)
 	if s == nil {
 		return a, ErrClosed
 	}
 	acquired := false
-	defer func() { c.unsubscribe(s, !acquired) }()
+	defer func() { w.sh.subs.unsubscribe(s, !acquired) }()
 	backoff := newBackoff()
 	for {
-		d := w.lk.leaseBound(a.pttl)
+		d := w.leaseBound(a.pttl)
 		if err != nil {
 			d = backoff.next()
 		} else {
@@ -183,7 +118,7 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 		if err := w.sleep(d, s.wake); err != nil {
 			return attempt{}, err
 		}
-		if d := w.lk.courtesyLeft(); d > 0 && !w.tried {
+		if d := w.sh.courtesy.left(w.lk.keys.Lock); d > 0 && !w.tried {
 			// A new call woken early (by the subscription's confirmation) keeps the window.
 			if err := w.sleep(d, nil); err != nil {
 				return attempt{}, err
@@ -206,12 +141,12 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 // sooner, and, if queued, at least every third of FairWaitTimeout to keep its place, which it
 // leaves on any end but acquiring.
 func (w *waiter) queue(a attempt, err error) (attempt, error) {
-	c := w.lk.c
+	c := w.lk.core
 	acquired := false
 	if w.style.queued {
 		defer func() {
 			if !acquired && w.r.join {
-				w.lk.leaveQueue(w.cmd, w.r)
+				w.leaveQueue()
 			}
 		}()
 	}
@@ -230,7 +165,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
-		if s = c.subscribe(w.lk.sh, w.lk.keys.Channel); s == nil {
+		if s = w.sh.subs.subscribe(w.lk.keys.Channel); s == nil {
 			return a, ErrClosed
 		}
 		switch w.style.wake {
@@ -249,7 +184,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 			if w.style.wake == wakeAddressed {
 				s.address(w.address(), ad, false)
 			}
-			c.unsubscribe(s, !acquired && w.style.wake == wakeOne)
+			w.sh.subs.unsubscribe(s, !acquired && w.style.wake == wakeOne)
 		}()
 	}
 	// queued is when the last attempt that ran without acquiring was sent. A grant message may
@@ -270,7 +205,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		case err != nil:
 			d = backoff.next()
 		case a.head || !w.style.queued:
-			d = min(d, w.lk.leaseBound(a.pttl))
+			d = min(d, w.leaseBound(a.pttl))
 		}
 		if err := w.sleep(d, wake); err != nil {
 			return attempt{}, err
@@ -329,7 +264,7 @@ func (w *waiter) takeTurn() error {
 	if w.lane != nil {
 		return nil
 	}
-	l, err := w.lk.enterLane(w.ctx, w.cmd, w.r.owner)
+	l, err := w.sh.enterLane(w.ctx, w.cmd, w.lk, w.r.owner)
 	if err != nil {
 		if w.ctx.Err() != nil {
 			err = w.lk.errorf("waiting: %w", err)
@@ -340,140 +275,27 @@ func (w *waiter) takeTurn() error {
 	return nil
 }
 
-// leaveQueue removes the waiter of r from its queue, retrying transport errors for a few
+// leaveQueue removes this call's entry from its queue, retrying transport errors for a few
 // seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
-func (lk *lock) leaveQueue(cmd context.Context, r request) {
+func (w *waiter) leaveQueue() {
+	lk := w.lk
 	err := retryTransport(releaseBudget, func() error {
-		return lk.kind.leave(detach(cmd), lk, r)
+		return lk.kind.dequeue(detach(w.cmd), w.r)
 	})
 	switch {
 	case isTransport(err):
-		lk.c.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
+		lk.core.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
 			"lock", lk.name, "error", err)
 	case err != nil:
-		lk.c.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
+		lk.core.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
 	}
-}
-
-// Barging. Without care, a holder that releases and at once asks again (a worker loop) wins
-// the race against the waiters it just woke, which have a message to receive before they can
-// try: the same few workers get the lock over and over, and every woken waiter spends a losing
-// attempt. Two rules stop that for PubSub mutexes (Spin is left as Spring has it, for
-// comparison; a fair mutex queues anyway):
-//
-//   - A Lock on a lock that already has waiters in this client joins them instead of trying
-//     first; they are woken one per unlock message in the order they blocked. Re-entry must
-//     not wait, so an owner that may hold the lock through another process (one that came
-//     with the context) first re-enters if it can, leaving a free lock alone; an owner made
-//     for this call holds nothing and joins at once, sleeping at most until the holder's lease
-//     ends as the other waiters last saw it.
-//   - After this client's release wakes waiters of other clients, its new Lock calls on that
-//     lock hold back (before their first attempt) for a courtesy window of about two round
-//     trips (1-10ms), long enough for a woken waiter elsewhere to get its attempt in. Waiters
-//     that had already tried, which that release may just have woken, do not hold back.
-//
-// An owner that holds the lock in this process always tries at once.
-
-// Courtesy window bounds.
-const (
-	minCourtesy = time.Millisecond
-	maxCourtesy = 10 * time.Millisecond
-)
-
-// courtesy opens lk's courtesy window after a release whose message reached woken clients,
-// if some of them are not this one; rtt is the release's round trip.
-func (lk *lock) courtesy(woken int64, rtt time.Duration) {
-	sh := lk.sh
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s := sh.subs[lk.keys.Channel]; s != nil && s.refs > 0 {
-		woken-- // this client's own subscription
-	}
-	if woken > 0 {
-		if sh.yielding == nil {
-			sh.yielding = make(map[string]time.Time)
-		}
-		sh.yielding[lk.keys.Lock] = time.Now().Add(min(max(2*rtt, minCourtesy), maxCourtesy))
-	}
-}
-
-// courtesyLeft is what remains of lk's courtesy window.
-func (lk *lock) courtesyLeft() time.Duration {
-	lk.sh.mu.Lock()
-	defer lk.sh.mu.Unlock()
-	return lk.courtesyLeftLocked()
-}
-
-// courtesyLeftLocked is courtesyLeft called with lk's shard's mutex held.
-func (lk *lock) courtesyLeftLocked() time.Duration {
-	sh := lk.sh
-	until, ok := sh.yielding[lk.keys.Lock]
-	if !ok {
-		return 0
-	}
-	left := time.Until(until)
-	if left <= 0 {
-		delete(sh.yielding, lk.keys.Lock)
-	}
-	return left
-}
-
-// noteHolder records, for waiters that join s later, that the holder's lease bound is d from
-// now.
-func (s *subscription) noteHolder(d time.Duration) {
-	s.sh.mu.Lock()
-	s.holderEnd = time.Now().Add(d)
-	s.sh.mu.Unlock()
-}
-
-// What a new Lock does first (see Barging).
-const (
-	yieldNo    = iota // try at once
-	yieldWait         // wait (at most the returned time, a permit may come sooner), then try
-	yieldQueue        // yieldWait behind this client's waiters
-	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldQueue
-)
-
-// yield decides how w starts: see Barging.
-func (w *waiter) yield() (time.Duration, int) {
-	if !w.r.join || w.style != (waitStyle{wake: wakeOne}) {
-		return 0, yieldNo
-	}
-	if _, ok := w.lk.wait.(pubSubWait); !ok {
-		return 0, yieldNo
-	}
-	sh := w.lk.sh
-	sh.mu.Lock()
-	_, holds := sh.holds[holdKey{w.lk.keys.Lock, w.r.owner}]
-	s := sh.subs[w.lk.keys.Channel]
-	waiters := s != nil && s.refs > 0
-	var holderEnd time.Time
-	if waiters {
-		holderEnd = s.holderEnd
-	}
-	var courtesy time.Duration
-	if !holds && !waiters {
-		courtesy = w.lk.courtesyLeftLocked()
-	}
-	sh.mu.Unlock()
-	switch {
-	case holds:
-		return 0, yieldNo
-	case waiters && w.fresh:
-		return max(time.Until(holderEnd), time.Millisecond), yieldQueue
-	case waiters:
-		return 0, yieldProbe
-	case courtesy > 0:
-		return courtesy, yieldWait
-	}
-	return 0, yieldNo
 }
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past
 // it, so a lost message or an expiry (which publishes nothing) costs at most one lease.
-func (lk *lock) leaseBound(pttl time.Duration) time.Duration {
+func (w *waiter) leaseBound(pttl time.Duration) time.Duration {
 	if pttl < 0 {
-		return lk.c.opts.WatchdogTimeout // a key without expiry, not made by this library
+		return w.lk.core.opts.WatchdogTimeout // a key without expiry, not made by this library
 	}
 	return pttl + time.Millisecond
 }
@@ -496,18 +318,8 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	case <-wake:
 	case <-w.ctx.Done():
 		return w.lk.errorf("waiting: %w", w.ctx.Err())
-	case <-w.lk.c.ctx.Done():
+	case <-w.lk.core.ctx.Done():
 		return ErrClosed
 	}
 	return nil
-}
-
-// backoff spaces retries after transport errors: 10ms doubling to 1s.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 5 * time.Millisecond} }
-
-func (b *backoff) next() time.Duration {
-	b.d = min(2*b.d, time.Second)
-	return b.d
 }

@@ -1,23 +1,36 @@
 package rlock
 
 import (
-	"context"
-	"errors"
-	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
-const renewBatch = 100
-
 // watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
-// watchdog holds and has lanes with work left settled. After a failed renewal it tries again soon
-// (10ms doubling, at most a third of the lease), not a whole period later. Holds granted with
-// a short claim (direct handoff) are renewed on their own before it runs out (see renewSoon).
-func (c *Client) watchdog() {
+// watchdog holds and has lanes with work left settled. After a failed renewal it tries again
+// soon (10ms doubling, at most a third of the lease), not a whole period later. Holds granted
+// with a short claim (direct handoff) are renewed on their own before it runs out (see
+// renewSoon). After a restart or failover was noticed it checks every hold (see checkNow).
+type watchdog struct {
+	c       *core
+	shards  *shards
+	renewer renewer
+	checker checker
+	soon    chan struct{} // wakes it: claimed holds are to be renewed at soonAt
+	recheck chan struct{} // wakes it: check every hold now (see watchers.go)
+	// soonAt is when it renews claimed holds (UnixNano); 0: not planned.
+	soonAt atomic.Int64
+}
+
+// init sets w up for the client of c, whose state is s.
+func (w *watchdog) init(c *core, s *shards) {
+	w.c, w.shards = c, s
+	w.renewer, w.checker = renewer{c, s}, checker{c, s}
+	w.soon, w.recheck = make(chan struct{}, 1), make(chan struct{}, 1)
+}
+
+// run is the goroutine; it returns when the client closes.
+func (w *watchdog) run() {
+	c := w.c
 	defer c.wg.Done()
 	period := c.lease / 3
 	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
@@ -28,7 +41,7 @@ func (c *Client) watchdog() {
 	soon.Stop()
 	defer soon.Stop()
 	retry := newBackoff()
-	recheck := time.NewTimer(time.Hour) // retries a check after a lost connection (see notice.go)
+	recheck := time.NewTimer(time.Hour) // retries a check after a lost connection (see watchers.go)
 	recheck.Stop()
 	defer recheck.Stop()
 	checks := 0 // checks in a row that did not get through
@@ -37,12 +50,12 @@ func (c *Client) watchdog() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.recheck:
+		case <-w.recheck:
 			checkAll = true
 		case <-recheck.C:
 			checkAll = true
-		case <-c.soon:
-			soon.Reset(time.Until(time.Unix(0, c.soonAt.Load())))
+		case <-w.soon:
+			soon.Reset(time.Until(time.Unix(0, w.soonAt.Load())))
 			continue
 		case <-soon.C:
 			claimedOnly = true
@@ -50,17 +63,12 @@ func (c *Client) watchdog() {
 		}
 		start := time.Now()
 		if checkAll {
-			// Each try gives up soon, so that a call that rueidis retries while the node is away
-			// (connection refused, CLUSTERDOWN) does not hold back the next try once it is
-			// back: 250ms for the first 20 tries (a failover takes seconds), then doubling to
-			// 2s, for a server too slow to answer within that.
-			giveUp := 250 * time.Millisecond
-			if checks >= 20 {
-				giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
-			}
-			ok := c.renewHoldsWithin(false, giveUp)
+			// Each try gives up soon (see checkGiveUp): the watchdog holds are renewed, the
+			// fixed-lease holds checked.
+			giveUp := checkGiveUp(checks)
+			ok := w.renewer.renewWithin(false, giveUp)
 			ctx, cancel := giveUpAfter(c.ctx, giveUp)
-			ok = c.checkFixed(ctx) && ok
+			ok = w.checker.check(ctx, false) && ok
 			cancel()
 			checks++
 			if ok {
@@ -73,17 +81,17 @@ func (c *Client) watchdog() {
 		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
 		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
 		if settling == nil || isClosed(settling) {
-			settling = c.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
+			settling = w.shards.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
 		}
 		if claimedOnly {
-			c.soonAt.Store(0)
-			if !c.renewHolds(true) {
+			w.soonAt.Store(0)
+			if !w.renewer.renew(true) {
 				t.Reset(retry.next()) // the whole pass retries them soon
 			}
 			continue
 		}
 		next := period
-		if c.renewHolds(false) {
+		if w.renewer.renew(false) {
 			retry = newBackoff()
 		} else {
 			next = min(retry.next(), period)
@@ -95,410 +103,38 @@ func (c *Client) watchdog() {
 
 // renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
 // local end of a claim, or sooner.
-func (c *Client) renewSoon(end time.Time) {
+func (w *watchdog) renewSoon(end time.Time) {
 	at := time.Now().Add(time.Until(end) / 2).UnixNano()
 	for {
-		cur := c.soonAt.Load()
+		cur := w.soonAt.Load()
 		if cur != 0 && at >= cur {
 			return
 		}
-		if c.soonAt.CompareAndSwap(cur, at) {
+		if w.soonAt.CompareAndSwap(cur, at) {
 			break
 		}
 	}
 	select {
-	case c.soon <- struct{}{}:
+	case w.soon <- struct{}{}:
 	default:
 	}
 }
 
-// reaper is the Client's expiry goroutine: it ends each hold whose local lease end (see
-// localEnd) passes before a renewal or re-entry moved it, so that no hold context outlives
-// the lease Redis has, whatever the renewals are doing. Each access of a record lapses on its
-// own; the record ends when none is left. A hold with only fixed leases is marked lost at once,
-// but its contexts are left to their own deadlines (whose cause says more) for reapGrace
-// before the rest are cancelled.
-func (c *Client) reaper() {
-	defer c.wg.Done()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	type ending struct {
-		h  *hold
-		at time.Time
-	}
-	var endings []ending
-	for {
-		// While it scans, reapAt is 0, so that a hold registered in a shard already scanned
-		// kicks it again (see register).
-		c.reapAt.Store(0)
-		now := time.Now()
-		var next time.Time
-		soonest := func(at time.Time) {
-			if next.IsZero() || at.Before(next) {
-				next = at
-			}
-		}
-		kept := endings[:0]
-		for _, e := range endings {
-			if now.Before(e.at) {
-				kept = append(kept, e)
-				soonest(e.at)
-				continue
-			}
-			e.h.lk.sh.mu.Lock()
-			e.h.end(ErrLockLost)
-			e.h.lk.sh.mu.Unlock()
-		}
-		clear(endings[len(kept):])
-		endings = kept
-		c.each(func(sh *shard) {
-			for _, h := range sh.holds {
-				// Each access lapses on its own (an RWMutex owner's read and write holds have a
-				// lease each); the record ends when none is left.
-				lapsed := false
-				for i := range h.acc {
-					s := &h.acc[i]
-					switch {
-					case s.count == 0 || s.lost:
-						continue
-					case now.Before(s.expires):
-						soonest(s.expires)
-						continue
-					}
-					s.lost, lapsed = true, true
-					if s.watchdog {
-						c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
-							"lock", h.lk.name, "owner", h.owner)
-						if s.unacked {
-							// The primary extended it: give it back there (the watchdog, at
-							// once), rather than leave the name held by nobody until that lease
-							// runs out.
-							sh.oweHolds(h, access(i))
-							c.renewSoon(now)
-						}
-					}
-				}
-				switch {
-				case !lapsed:
-				case h.live():
-					h.syncEnd()
-				case h.watchdog:
-					c.lose(sh, h)
-				default:
-					// Only fixed leases: their contexts end by their own deadlines, whose cause
-					// says more; what remains is cancelled after reapGrace.
-					h.lost = true
-					c.retire(sh, h, ErrLockLost)
-					endings = append(endings, ending{h, now.Add(reapGrace)})
-					soonest(now.Add(reapGrace))
-				}
-			}
-		})
-		if !next.IsZero() {
-			c.reapAt.Store(next.UnixNano())
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		if !next.IsZero() {
-			t.Reset(time.Until(next))
-		}
-		select {
-		case <-c.ctx.Done():
-			for _, e := range endings {
-				e.h.lk.sh.mu.Lock()
-				e.h.end(ErrClosed)
-				e.h.lk.sh.mu.Unlock()
-			}
-			return
-		case <-t.C:
-		case <-c.reap:
-		}
-	}
-}
-
-// reapGrace is how long the reaper leaves the contexts of a fixed-lease hold to their
-// deadlines before it cancels what remains.
-const reapGrace = 100 * time.Millisecond
-
-// kickReaper makes the reaper look again.
-func (c *Client) kickReaper() {
-	c.reapAt.Store(0)
+// checkNow makes the watchdog check every hold at once (renewing the watchdog holds, checking
+// the fixed-lease ones), and again every recheckInterval until a check gets through.
+func (w *watchdog) checkNow() {
 	select {
-	case c.reap <- struct{}{}:
+	case w.recheck <- struct{}{}:
 	default:
 	}
 }
 
-// renewHolds extends the lease of every watchdog hold (claimedOnly: of those granted with a
-// claim and not yet renewed), in scripts of at most renewBatch keys
-// grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
-// node its scripts together, so a period costs one round trip per node however many slots the
-// holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
-// owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
-// retries soon.
-func (c *Client) renewHolds(claimedOnly bool) bool { return c.renewHoldsWithin(claimedOnly, 0) }
-
-// renewHoldsWithin is renewHolds that gives up on the renewal after giveUp (0: as renewHolds
-// does).
-func (c *Client) renewHoldsWithin(claimedOnly bool, giveUp time.Duration) bool {
-	type group struct {
-		script wire.Script
-		slot   uint16
-	}
-	bySlot := make(map[group][]renewee)
-	now := time.Now()
-	// The renewal is worth waiting for until the last of these holds would end anyway (the
-	// reaper ends each at its local end, whatever the renewal does, and a hold it ended that
-	// the renewal extended after all is given back), and at least a third of the lease: a
-	// period's pipeline of many scripts on a busy server may take longer than that.
-	wait := c.lease / 3
-	c.each(func(sh *shard) {
-		for key, until := range sh.yielding {
-			if now.After(until) {
-				delete(sh.yielding, key)
-			}
-		}
-		for _, h := range sh.holds {
-			if !h.watchdog || !h.claimed && claimedOnly {
-				continue
-			}
-			script, _ := h.lk.kind.renewal()
-			g := group{script, c.slotOf(h.key)}
-			for i, s := range h.acc {
-				if s.count > 0 && s.watchdog && !s.lost {
-					bySlot[g] = append(bySlot[g], renewee{h, access(i)})
-					wait = max(wait, s.expires.Sub(now))
-				}
-			}
-		}
-	})
-
-	var chunks []renewal
-	for g, holds := range bySlot {
-		for len(holds) > 0 {
-			n := min(len(holds), renewBatch)
-			chunks = append(chunks, renewal{g.script, g.slot, holds[:n]})
-			holds = holds[n:]
-		}
-	}
-	if len(chunks) == 0 {
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
 		return true
-	}
-	if giveUp > 0 {
-		wait = giveUp
-	}
-	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
-	defer cancel()
-	sent := time.Now()
-	results := c.renewMulti(ctx, chunks)
-	var missing []renewal // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
-	ok := true
-	for i, r := range chunks {
-		if re, isRedis := rueidis.IsRedisErr(results[i].err); isRedis && re.IsNoScript() {
-			missing = append(missing, r)
-			continue
-		}
-		ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
-	}
-	if len(missing) > 0 {
-		// Load each missing script on every node once, then send those chunks again.
-		loaded := make(map[string]bool)
-		for _, r := range missing {
-			if src := c.script(r.script).Source(); !loaded[src] {
-				loaded[src] = true
-				for _, n := range c.rc.Nodes() {
-					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
-				}
-			}
-		}
-		sent = time.Now()
-		results = c.renewMulti(ctx, missing)
-		for i, r := range missing {
-			ok = c.renewed(r.holds, sent, results[i].renewed, results[i].err) && ok
-		}
-	}
-	return ok
-}
-
-// renewReply is the outcome of one renewal script: per hold, 1 if renewed.
-type renewReply struct {
-	renewed []int64
-	err     error
-}
-
-// renewMulti sends the renewal scripts of chunks in one pipeline (EVALSHA). With
-// Options.SyncReplicas, the scripts of each slot go out on a connection of their own followed
-// by WAIT, and a renewal that too few replicas acknowledged fails (with ErrNotReplicated): a
-// lease extended only on a primary that may be about to lose it does not count, so the hold
-// ends at its local end unless a later renewal reaches the replicas.
-func (c *Client) renewMulti(ctx context.Context, chunks []renewal) []renewReply {
-	cmds := make(rueidis.Commands, len(chunks))
-	for i, r := range chunks {
-		keys, args := r.args(c)
-		cmds[i] = c.script(r.script).EvalSHA(c.rc.B(), keys, args)
-	}
-	out := make([]renewReply, len(chunks))
-	if c.opts.SyncReplicas == 0 {
-		for i, res := range c.rc.DoMulti(ctx, cmds...) {
-			out[i].renewed, out[i].err = res.AsIntSlice()
-		}
-		return out
-	}
-	// Redis counts acknowledgements per connection, and a rueidis dedicated connection on a
-	// cluster serves one slot: one connection per slot (one in all, off a cluster).
-	bySlot := make(map[uint16][]int)
-	for i, r := range chunks {
-		bySlot[r.slot] = append(bySlot[r.slot], i)
-	}
-	for _, idx := range bySlot {
-		group := make(rueidis.Commands, 0, len(idx)+1)
-		for _, i := range idx {
-			group = append(group, cmds[i])
-		}
-		group = append(group, c.waitReplicas(c.rc.B()))
-		_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
-			res := d.DoMulti(ctx, group...)
-			short := c.notReplicated("the renewal", res[len(idx)])
-			for j, i := range idx {
-				if out[i].renewed, out[i].err = res[j].AsIntSlice(); out[i].err == nil {
-					out[i].err = short
-				}
-			}
-			return nil
-		})
-	}
-	return out
-}
-
-// renewal is one renewal script: holds of one kind and slot.
-type renewal struct {
-	script wire.Script
-	slot   uint16 // its holds' slot (see slotOf)
-	holds  []renewee
-}
-
-// renewee is what one renewal extends: the holds of a record in one access (an RWMutex renews
-// an owner's read and write leases apart; the other kinds have one access).
-type renewee struct {
-	h   *hold
-	acc access
-}
-
-// args returns the script's keys (each hold's, as its kind names them) and arguments (the
-// lease, then each hold's owner; an RWMutex's: its lease field, "r:" or "w:" and the owner).
-func (r renewal) args(c *Client) (keys, args []string) {
-	keys = make([]string, 0, 2*len(r.holds))
-	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
-	for _, e := range r.holds {
-		_, hk := e.h.lk.kind.renewal()
-		keys = append(keys, hk...)
-		id := e.h.owner
-		if _, rw := e.h.lk.kind.(rwKind); rw {
-			id = rwAddressPrefix[e.acc] + id // the hold's field (see rw_renew.lua)
-		}
-		a.Owners = append(a.Owners, id)
-	}
-	return keys, a.Strings()
-}
-
-// slotOf groups keys for multi-key commands: by hash slot on a cluster, all in one group
-// otherwise.
-func (c *Client) slotOf(key string) uint16 {
-	if c.cluster {
-		return wire.Slot(key)
-	}
-	return 0
-}
-
-// renewed applies the outcome of one renewal script for holds, sent at sent, and reports
-// whether it ran.
-func (c *Client) renewed(holds []renewee, sent time.Time, reply []int64, err error) bool {
-	renewed, bad := wire.ParsePerHold(reply, len(holds))
-	if err == nil && bad != nil {
-		err = errBadReply
-	}
-	if errors.Is(err, ErrNotReplicated) && bad == nil {
-		// The script ran on the primary: remember which holds it extended there.
-		for i, e := range holds {
-			if !renewed.Held(i) {
-				continue
-			}
-			h, s := e.h, &e.h.acc[e.acc]
-			sh := h.lk.sh
-			sh.mu.Lock()
-			if (h.lost || s.lost) && !s.unacked && strings.HasPrefix(h.owner, c.id) {
-				sh.oweHolds(h, e.acc) // ended while this renewal was in flight (as below)
-			}
-			s.unacked = true
-			sh.mu.Unlock()
-		}
-	}
-	if err != nil {
-		if c.ctx.Err() == nil {
-			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
-				"locks", len(holds), "first", holds[0].h.lk.name, "error", err)
-			if c.obs != nil {
-				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].h.lk.info(), Cause: err, Locks: len(holds)})
-			}
-		}
-		return false
-	}
-	end := localEnd(sent, c.lease)
-	for i, e := range holds {
-		sh := e.h.lk.sh
-		sh.mu.Lock()
-		c.renewedOne(sh, e.h, e.acc, renewed.Held(i), end)
-		sh.unlockAndDeliver()
-	}
-	return true
-}
-
-// renewedOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
-// Redis never shortens a lease), or not renewed. Called with sh.mu held, sh being h's shard.
-func (c *Client) renewedOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
-	hk := holdKey{h.key, h.owner}
-	s := &h.acc[a]
-	if (h.lost || s.lost) && renewed && strings.HasPrefix(h.owner, c.id) {
-		// The reaper ended it while this renewal was in flight, which extended it after
-		// all: give its holds back rather than leave a lock held by nobody. (An owner
-		// from a context may also hold through another process: its lease bounds it.)
-		sh.oweHolds(h, a)
-		return
-	}
-	if h.lost || s.lost || sh.holds[hk] != h {
-		return // released, lost or replaced meanwhile
-	}
-	switch {
-	case renewed:
-		if end.After(s.expires) {
-			s.expires = end
-			h.syncEnd()
-		}
-		h.claimed, s.unacked = false, false
-	case h.releasing > 0:
-		// An Unlock in flight released it.
-	case sh.lanes[hk] != nil && sh.lanes[hk].unlock.request != "":
-		// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
-		// tells which.
 	default:
-		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
-		c.loseIn(sh, h, a)
-	}
-}
-
-// giveUpAfter returns a context for one renewal that stops waiting for the reply after d. It
-// is cancelled rather than given a deadline: rueidis closes a connection whose deadline passes
-// mid-call, failing every other call multiplexed on it, while a cancelled call is merely
-// abandoned (it may or may not have been sent; either way the watchdog renews again).
-func giveUpAfter(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	t := time.AfterFunc(d, cancel)
-	return ctx, func() {
-		t.Stop()
-		cancel()
+		return false
 	}
 }

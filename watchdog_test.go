@@ -14,30 +14,32 @@ import (
 )
 
 // With renewals failing, the hold context ends by the lease end as of the last
-// successful renewal, before another process can take the lock; and a failed renewal is
-// retried soon, not a whole period later.
+// successful renewal, before another process can take the lock (every kind and mode); and a
+// failed renewal is retried soon, not a whole period later.
 func TestWatchdog_lossSignalledByLeaseEnd(t *testing.T) {
 	t.Run("renewals fail for good", func(t *testing.T) {
-		e := newEnv(t)
-		p := e.newProxy()
-		m := e.through(p).client(rlock.Options{WatchdogTimeout: 900 * time.Millisecond}).NewMutex("late")
-		other := e.client(rlock.Options{}).NewMutex("late")
-		h, err := m.Lock(bg)
-		require.NoError(t, err)
-		p.Outage(5 * time.Second)
-		var h2 context.Context
-		for h2 == nil {
-			h2, err = other.TryLock(bg, 0)
-			if errors.Is(err, rlock.ErrNotObtained) {
-				time.Sleep(200 * time.Microsecond)
-				continue
-			}
+		eachKind(t, func(t *testing.T, k lockKind) {
+			e := newEnv(t)
+			p := e.newProxy()
+			subject := k.on(e.through(p).client(rlock.Options{WatchdogTimeout: 900 * time.Millisecond}), "late")
+			other := k.on(e.client(rlock.Options{}), "late")
+			h, err := subject.lock(bg)
 			require.NoError(t, err)
-		}
-		assert.Error(t, h.Err(), "the hold context ended before another owner got the lock")
-		assert.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
-		require.NoError(t, other.Unlock(h2))
-		e.Dirty = true // the proxied client's resubscription may outlive the test by a moment
+			p.Outage(5 * time.Second)
+			var h2 context.Context
+			for h2 == nil {
+				h2, err = other.conflict(0)
+				if errors.Is(err, rlock.ErrNotObtained) {
+					time.Sleep(200 * time.Microsecond)
+					continue
+				}
+				require.NoError(t, err)
+			}
+			assert.Error(t, h.Err(), "the hold context ended before another owner got the lock")
+			assert.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+			require.NoError(t, other.conflictRelease(h2))
+			e.Dirty = true // the proxied client's state may outlive the test by a moment
+		})
 	})
 	t.Run("a failed renewal is retried soon", func(t *testing.T) {
 		e := newEnv(t)

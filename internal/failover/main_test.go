@@ -2,6 +2,8 @@ package failover_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/rlock-go/rlock"
@@ -9,8 +11,16 @@ import (
 )
 
 // TestMain runs the failover tests beside the deployment redistest.TopologyEnv names (see
-// foNotTheSuites).
-func TestMain(m *testing.M) { redistest.Main(m, nil) }
+// foNotTheSuites); a child process of TestCrashCost runs helperHold.
+func TestMain(m *testing.M) {
+	redistest.Main(m, func(name string) int {
+		if name != "hold" {
+			fmt.Fprintln(os.Stderr, "no helper", name)
+			return 2
+		}
+		return helperHold()
+	})
+}
 
 // node is a server of a deployment, reached directly.
 type node = redistest.Node

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -81,4 +82,63 @@ func zombie(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(stat), ") ")
 	return strings.HasPrefix(rest, "Z")
+}
+
+// Crashable returns an Env whose lock called name lives on a server that kill stops (SIGKILL)
+// and start starts again without its data. Standalone, that is a server of the test's own; on
+// a cluster or Sentinel it is the lock's master (the deployment must be a throwaway one),
+// started again with its command line (see Crash) and at the latest when the test ends, so that
+// the deployment stays as it was.
+func Crashable(t *testing.T, name string) (e *Env, kill, start func()) {
+	NeedsRedis(t)
+	if Suite().Topology == "standalone" {
+		srv, err := StartServer(ServerOptions{})
+		require.NoError(t, err)
+		t.Cleanup(srv.Stop)
+		return NewEnvAt(t, srv.Addr), srv.Kill, func() { require.NoError(t, srv.Start()) }
+	}
+	NeedsThrowaway(t)
+	e = NewEnv(t)
+	n := e.Master(name)
+	// What the kill needs is read beforehand, so that kill sends the signal at once.
+	prepared := PrepareCrash(t, n)
+	var restart func()
+	crashed := false
+	t.Cleanup(func() {
+		if restart != nil {
+			restart()
+		}
+		if crashed {
+			e.Dep.WaitSteady(t, 20*time.Second)
+		}
+	})
+	kill = func() {
+		if prepared == nil {
+			prepared = PrepareCrash(t, n)
+		}
+		restart, prepared, crashed = prepared(), nil, true
+	}
+	start = func() {
+		restart()
+		restart, prepared = nil, PrepareCrash(t, n)
+	}
+	return e, kill, start
+}
+
+// Answering waits until n serves the slot of key again (EXISTS key gets a reply) and returns
+// that moment, polling every 5ms for up to 30s.
+func (n Node) Answering(t *testing.T, key string) time.Time {
+	t.Helper()
+	give := time.Now().Add(30 * time.Second)
+	for time.Now().Before(give) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := n.RC.Do(ctx, n.RC.B().Exists().Key(key).Build()).Error()
+		cancel()
+		if err == nil {
+			return time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s did not serve %s again within 30s", n.Addr, key)
+	return time.Time{}
 }

@@ -147,10 +147,9 @@ func (e *Env) checkClean() {
 // are keys (-1: all of them).
 var keyedCommands = map[string]int{
 	"GET": 1, "SET": 1, "DEL": -1, "EXISTS": -1, "TYPE": 1, "PTTL": 1, "PEXPIRE": 1, "PEXPIRETIME": 1,
-	"HGET": 1, "HGETALL": 1, "HKEYS": 1, "HDEL": 1, "LLEN": 1, "LRANGE": 1, "RPUSH": 1, "ZCARD": 1,
-	"ZRANGE": 1, "ZREM": 1,
-	"ZSCORE": 1,
-	"KEYS":   1, // a pattern with a lock's hash tag: the node of that lock
+	"HGET": 1, "HGETALL": 1, "HKEYS": 1, "HDEL": 1, "LLEN": 1, "LRANGE": 1, "RPUSH": 1, "ZADD": 1,
+	"ZCARD": 1, "ZRANGE": 1, "ZREM": 1, "ZSCORE": 1,
+	"KEYS": 1, // a pattern with a lock's hash tag: the node of that lock
 }
 
 // Do runs a raw command on e's deployment: a command on keys (keyedCommands) on the master

@@ -48,7 +48,7 @@ func (l *lab) ints(s Script, keys, args []string) []int64 {
 }
 
 // calls runs s with its body in a function whose redis.call counts, and returns how many
-// calls the run made (as the root's scriptcost_test.go counts them); the run's effects are
+// calls the run made (what the script costs Redis beyond its EVALSHA); the run's effects are
 // the script's own.
 func (l *lab) calls(s Script, keys, args []string) int64 {
 	l.t.Helper()

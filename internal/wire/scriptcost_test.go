@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The calls inside Redis (every redis.call, as the root's scriptcost_test.go counts them) of
-// the election's and the MultiLock's scripts on their usual paths stay within these budgets.
+// The calls inside Redis of the scripts (every redis.call: what a script costs Redis beyond its
+// EVALSHA, see lab.calls) on their usual paths stay within these budgets (issue 17: server
+// calls per acquisition).
+
+// The election's and the MultiLock's scripts.
 func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 	l := newLab(t)
 
@@ -88,4 +91,148 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestScripts_callsUncontended: a lock+unlock of a free lock that nobody waits for makes at most
+// 6 calls inside Redis for every kind (issue 28): a lone hold of an RWMutex or a Semaphore keeps
+// its lease in the hash's expiry, as a Mutex's does, so neither its acquire nor its release
+// touches the leases.
+func TestScripts_callsUncontended(t *testing.T) {
+	const lease, wait = "10000", "5000"
+	l := newLab(t)
+	rw := func(acc Access, fair bool) (acq, rel []string) {
+		return RWAcquireArgs{Owner: "A", LeaseMs: lease, Request: "r1", Mode: Take, Access: acc, FairWaitMs: wait,
+				Join: true, Fair: fair, ClaimMs: "3000"}.Strings(),
+			RWReleaseArgs{Owner: "A", Request: "r2", Access: acc, Fair: fair}.Strings()
+	}
+	rwW, rwWRel := rw(Write, false)
+	rwR, rwRRel := rw(Read, false)
+	frwW, frwWRel := rw(Write, true)
+	frwR, frwRRel := rw(Read, true)
+	for _, c := range []struct {
+		name       string
+		acq, rel   Script
+		acqK, relK func(k Keys) []string
+		acqA, relA []string
+	}{
+		// PTTL HSET PEXPIRE; HMGET DEL PUBLISH
+		{"mutex", Acquire, Release, func(k Keys) []string { return k.Acquire(false) }, Keys.Release,
+			AcquireArgs{Owner: "A", LeaseMs: lease, Request: "r1", Mode: Take}.Strings(),
+			ReleaseArgs{Owner: "A", Request: "r2", Message: UnlockMessage}.Strings()},
+		// EXISTS HSET PEXPIRE; HMGET EXISTS DEL
+		{"fair mutex", FairAcquire, FairRelease, Keys.FairAcquire, Keys.FairRelease,
+			FairAcquireArgs{Owner: "A", LeaseMs: lease, Request: "r1", Mode: Take, FairWaitMs: wait, Join: true,
+				ClaimMs: "3000"}.Strings(),
+			FairReleaseArgs{Owner: "A", Request: "r2"}.Strings()},
+		// EXISTS HSET PEXPIRE; HMGET DEL PUBLISH
+		{"rw write", RWAcquire, RWRelease, Keys.RWAcquire, Keys.RWRelease, rwW, rwWRel},
+		{"rw read", RWAcquire, RWRelease, Keys.RWAcquire, Keys.RWRelease, rwR, rwRRel},
+		// EXISTS HSET PEXPIRE; HMGET EXISTS DEL
+		{"fair rw write", RWAcquire, RWRelease, Keys.RWAcquire, Keys.RWRelease, frwW, frwWRel},
+		{"fair rw read", RWAcquire, RWRelease, Keys.RWAcquire, Keys.RWRelease, frwR, frwRRel},
+		// EXISTS HSET PEXPIRE; HMGET EXISTS DEL
+		{"semaphore", SemAcquire, SemRelease, Keys.Sem, Keys.Sem,
+			SemAcquireArgs{Hold: "A", LeaseMs: lease, Request: "A", Mode: Take, Permits: "1", N: "1", FairWaitMs: wait,
+				Join: true, ClaimMs: "3000"}.Strings(),
+			SemReleaseArgs{Hold: "A"}.Strings()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := l.keys("u" + c.name)
+			assert.LessOrEqual(t, l.calls(c.acq, c.acqK(k), c.acqA), int64(3), "the acquire of a free lock")
+			assert.LessOrEqual(t, l.calls(c.rel, c.relK(k), c.relA), int64(3), "the release of the last hold")
+			assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases), "released: no key left")
+		})
+	}
+}
+
+// TestScripts_callsOnContendedPaths: the calls inside Redis of the scripts' contended paths (a
+// failed attempt of a held lock, a waiter's retry, a release that grants the lock to a queued
+// waiter) stay within the budgets of issue 17's round: each reads a key once, and never reads
+// what it does not need.
+func TestScripts_callsOnContendedPaths(t *testing.T) {
+	const lease, wait = "10000", "5000"
+	pause := func() { time.Sleep(5 * time.Millisecond) } // so that a refresh extends expiries
+
+	l := newLab(t)
+	// calls counts the calls of s's run inside Redis, logs them and checks them against budget.
+	calls := func(t *testing.T, s Script, keys, args []string, budget int64, what string) {
+		t.Helper()
+		n := l.calls(s, keys, args)
+		t.Logf("%s: %d calls", what, n)
+		assert.LessOrEqual(t, n, budget, what)
+	}
+
+	t.Run("mutex attempt on a held lock", func(t *testing.T) {
+		k := l.keys("m")
+		defer l.do("DEL", k.Lock)
+		attempt := func(owner string) []string {
+			return AcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(Acquire, k.Acquire(false), attempt("A"))[0])
+		calls(t, Acquire, k.Acquire(false), attempt("B"), 2, "PTTL, HMGET")
+	})
+
+	t.Run("fair", func(t *testing.T) {
+		k := l.keys("f")
+		defer l.do("DEL", k.Lock, k.Queue, k.Deadlines)
+		attempt := func(owner string) []string {
+			return FairAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take, FairWaitMs: wait, Join: true,
+				ClaimMs: "3000"}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(FairAcquire, k.FairAcquire(), attempt("A"))[0])
+		require.Equal(t, int64(0), l.ints(FairAcquire, k.FairAcquire(), attempt("B"))[0])
+		pause()
+		calls(t, FairAcquire, k.FairAcquire(), attempt("B"), 11, "a queued waiter's retry")
+		calls(t, FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "A", Request: "r1"}.Strings(), 11, "a release that grants")
+		r := l.ints(FairAcquire, k.FairAcquire(), attempt("B"))
+		assert.Equal(t, []int64{1, 1, 0}, r[:3], "B was granted the lock")
+		require.Equal(t, int64(0), l.ints(FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "B", Request: "r2"}.Strings())[0])
+	})
+
+	for _, fair := range []string{"plain", "fair"} {
+		t.Run("rw write "+fair, func(t *testing.T) {
+			k := l.keys("rw" + fair)
+			defer l.do("DEL", k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines)
+			attempt := func(owner string) []string {
+				return RWAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Take, Access: Write, FairWaitMs: wait,
+					Join: true, Fair: fair == "fair", ClaimMs: "3000"}.Strings()
+			}
+			require.Equal(t, int64(1), l.ints(RWAcquire, k.RWAcquire(), attempt("A"))[0])
+			require.Equal(t, int64(0), l.ints(RWAcquire, k.RWAcquire(), attempt("B"))[0])
+			pause()
+			// EXISTS HMGET TIME PTTL ZADD PEXPIRE: the holder is lone (its lease the hash's PTTL,
+			// no lapsed holds to read), so W is read only by its ZADD
+			budget := int64(6)
+			if fair == "fair" {
+				budget = 10
+			}
+			calls(t, RWAcquire, k.RWAcquire(), attempt("B"), budget, "a waiting writer's retry")
+			budget = 3 // HMGET DEL PUBLISH: the lone hold goes, waking the waiters
+			if fair == "fair" {
+				budget = 18 // the grant to the queued writer (the lone hold leaves no lease to read or remove)
+			}
+			calls(t, RWRelease, k.RWRelease(), RWReleaseArgs{Owner: "A", Request: "r1", Access: Write, Fair: fair == "fair"}.Strings(),
+				budget, "the writer's release")
+			r := l.ints(RWAcquire, k.RWAcquire(), attempt("B"))
+			assert.Equal(t, int64(1), r[0], "B takes the lock, or was granted it")
+		})
+	}
+
+	t.Run("semaphore", func(t *testing.T) {
+		k := l.keys("sem")
+		defer l.do(append([]string{"DEL"}, k.Sem()...)...)
+		attempt := func(id string) []string {
+			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take, Permits: "1", N: "1", FairWaitMs: wait,
+				Join: true, ClaimMs: "3000"}.Strings()
+		}
+		require.Equal(t, int64(1), l.ints(SemAcquire, k.Sem(), attempt("A"))[0])
+		require.Equal(t, int64(0), l.ints(SemAcquire, k.Sem(), attempt("B"))[0])
+		pause()
+		// its place refreshed without the hash's PEXPIREs (the holder's lease outlives it)
+		calls(t, SemAcquire, k.Sem(), attempt("B"), 12, "a waiter's retry")
+		// the grant's hold written with the permits in use (one HSET); no EXISTS of the queue
+		calls(t, SemRelease, k.Sem(), SemReleaseArgs{Hold: "A"}.Strings(), 16, "a release that grants")
+		r := l.ints(SemAcquire, k.Sem(), attempt("B"))
+		assert.Equal(t, int64(1), r[0], "B was granted the permit")
+	})
 }

@@ -22,24 +22,12 @@ import (
 func TestSyncReplicas(t *testing.T) {
 	e, replicaPIDs := withReplicas(t)
 	ctx := context.Background()
-	type kind struct {
-		name, lock string
-		acquire    func(c *rlock.Client, ctx context.Context) (context.Context, error)
-		release    func(c *rlock.Client, held context.Context) error
-	}
-	kinds := []kind{
-		{"mutex", "m", func(c *rlock.Client, ctx context.Context) (context.Context, error) { return c.NewMutex("m").Lock(ctx) },
-			func(c *rlock.Client, h context.Context) error { return c.NewMutex("m").Unlock(h) }},
-		{"fair mutex", "f", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
-			return c.NewFairMutex("f").TryLock(ctx, 0)
-		}, func(c *rlock.Client, h context.Context) error { return c.NewFairMutex("f").Unlock(h) }},
-		{"read", "rw", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
-			return c.NewRWMutex("rw").RLock(ctx)
-		},
-			func(c *rlock.Client, h context.Context) error { return c.NewRWMutex("rw").RUnlock(h) }},
-		{"semaphore", "s", func(c *rlock.Client, ctx context.Context) (context.Context, error) {
-			return c.NewSemaphore("s", 2).Acquire(ctx, 1)
-		}, func(c *rlock.Client, h context.Context) error { return c.NewSemaphore("s", 2).Release(h) }},
+	// acquire takes a new hold of k called k.name on c (a single attempt for the fair kinds).
+	acquire := func(k lockKind, c *rlock.Client, ctx context.Context) (context.Context, error) {
+		if k.fair {
+			return k.on(c, k.name).try(ctx, 0)
+		}
+		return k.on(c, k.name).lock(ctx)
 	}
 	clients := map[int]*rlock.Client{}
 	client := func(replicas int, timeout time.Duration) *rlock.Client {
@@ -48,38 +36,36 @@ func TestSyncReplicas(t *testing.T) {
 		}
 		return clients[replicas]
 	}
-	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			pids := replicaPIDs(k.lock)
-			require.NotEmpty(t, pids)
-			all := client(len(pids), 200*time.Millisecond)
-			h, err := k.acquire(all, ctx)
-			require.NoError(t, err, "%d replicas, in sync", len(pids))
-			if k.name != "semaphore" {
-				inner, err := k.acquire(all, h)
-				require.NoError(t, err, "re-entry")
-				require.NoError(t, k.release(all, inner))
-			}
-			require.NoError(t, k.release(all, h))
+	eachKind(t, func(t *testing.T, k lockKind) {
+		pids := replicaPIDs(k.name)
+		require.NotEmpty(t, pids)
+		all := client(len(pids), 200*time.Millisecond)
+		h, err := acquire(k, all, ctx)
+		require.NoError(t, err, "%d replicas, in sync", len(pids))
+		if !k.semaphore() {
+			inner, err := acquire(k, all, h)
+			require.NoError(t, err, "re-entry")
+			require.NoError(t, k.on(all, k.name).release(inner))
+		}
+		require.NoError(t, k.on(all, k.name).release(h))
 
-			_, err = k.acquire(client(len(pids)+1, 50*time.Millisecond), ctx)
-			require.ErrorIs(t, err, rlock.ErrNotReplicated, "%d replicas asked, %d exist", len(pids)+1, len(pids))
-			require.Empty(t, e.Keys(), "the hold was given back")
+		_, err = acquire(k, client(len(pids)+1, 50*time.Millisecond), ctx)
+		require.ErrorIs(t, err, rlock.ErrNotReplicated, "%d replicas asked, %d exist", len(pids)+1, len(pids))
+		require.Empty(t, e.Keys(), "the hold was given back")
 
-			for _, pid := range pids {
-				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-			}
-			start := time.Now()
-			_, err = k.acquire(all, ctx)
-			took := time.Since(start)
-			for _, pid := range pids {
-				require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-			}
-			require.ErrorIs(t, err, rlock.ErrNotReplicated, "the replicas are stopped")
-			require.GreaterOrEqual(t, took, 200*time.Millisecond, "waited SyncTimeout")
-			require.Empty(t, e.Keys(), "the hold was given back")
-		})
-	}
+		for _, pid := range pids {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		}
+		start := time.Now()
+		_, err = acquire(k, all, ctx)
+		took := time.Since(start)
+		for _, pid := range pids {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+		}
+		require.ErrorIs(t, err, rlock.ErrNotReplicated, "the replicas are stopped")
+		require.GreaterOrEqual(t, took, 200*time.Millisecond, "waited SyncTimeout")
+		require.Empty(t, e.Keys(), "the hold was given back")
+	})
 	_, err := rlock.New(e.Admin(), rlock.Options{SyncReplicas: -1})
 	require.ErrorIs(t, err, rlock.ErrInvalid)
 	_, err = rlock.New(e.Admin(), rlock.Options{SyncTimeout: -time.Second})
@@ -157,41 +143,22 @@ func TestSyncReplicas_renewal(t *testing.T) {
 	}
 	const lease = time.Second
 	c := e.client(rlock.Options{SyncReplicas: 1, SyncTimeout: 100 * time.Millisecond, WatchdogTimeout: lease})
-	for _, k := range syncTakers(c) {
-		t.Run(k.name, func(t *testing.T) {
-			e.Dirty = true // holds lost on purpose lapse by themselves
-			h, err := k.take(context.Background())
-			require.NoError(t, err)
-			require.NoError(t, causeOf(h, 2*lease), "renewals acknowledged: the hold lives on")
+	eachKind(t, func(t *testing.T, k lockKind) {
+		e.Dirty = true // holds lost on purpose lapse by themselves
+		h, err := k.on(c, k.name).lock(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, causeOf(h, 2*lease), "renewals acknowledged: the hold lives on")
 
-			pids := replicaPIDs(k.lock) // asked before they stop
-			signal(pids, syscall.SIGSTOP)
-			stopped := time.Now()
-			cause := causeOf(h, 3*lease)
-			took := time.Since(stopped)
-			signal(pids, syscall.SIGCONT)
-			require.ErrorIs(t, cause, rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
-			require.Less(t, took, lease+300*time.Millisecond, "lost by its local lease end")
-			t.Logf("hold lost %v after the replicas stopped", took)
-		})
-	}
-}
-
-// syncTaker takes a hold of one kind on the lock called lock (the SyncReplicas renewal tests).
-type syncTaker struct {
-	name, lock string
-	take       func(ctx context.Context) (context.Context, error)
-}
-
-// syncTakers returns a taker of each kind with renewals on c: Mutex, fair Mutex, a read hold,
-// a semaphore permit.
-func syncTakers(c *rlock.Client) []syncTaker {
-	return []syncTaker{
-		{"mutex", "m", c.NewMutex("m").Lock},
-		{"fair mutex", "f", c.NewFairMutex("f").Lock},
-		{"read", "rw", c.NewRWMutex("rw").RLock},
-		{"semaphore", "s", func(ctx context.Context) (context.Context, error) { return c.NewSemaphore("s", 2).Acquire(ctx, 1) }},
-	}
+		pids := replicaPIDs(k.name) // asked before they stop
+		signal(pids, syscall.SIGSTOP)
+		stopped := time.Now()
+		cause := causeOf(h, 3*lease)
+		took := time.Since(stopped)
+		signal(pids, syscall.SIGCONT)
+		require.ErrorIs(t, cause, rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
+		require.Less(t, took, lease+300*time.Millisecond, "lost by its local lease end")
+		t.Logf("hold lost %v after the replicas stopped", took)
+	})
 }
 
 // TestSyncReplicas_renewalLossGivesBack: a hold that ends because too few replicas acknowledged
@@ -202,34 +169,32 @@ func TestSyncReplicas_renewalLossGivesBack(t *testing.T) {
 	e, replicaPIDs := withReplicas(t)
 	const lease = 2 * time.Second
 	c := e.client(rlock.Options{SyncReplicas: 1, SyncTimeout: 100 * time.Millisecond, WatchdogTimeout: lease})
-	for _, k := range syncTakers(c) {
-		t.Run(k.name, func(t *testing.T) {
-			h, err := k.take(context.Background())
-			require.NoError(t, err)
-			pids := replicaPIDs(k.lock) // asked before they stop
+	eachKind(t, func(t *testing.T, k lockKind) {
+		h, err := k.on(c, k.name).lock(context.Background())
+		require.NoError(t, err)
+		pids := replicaPIDs(k.name) // asked before they stop
+		for _, pid := range pids {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		}
+		defer func() {
 			for _, pid := range pids {
-				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+				_ = syscall.Kill(pid, syscall.SIGCONT)
 			}
-			defer func() {
-				for _, pid := range pids {
-					_ = syscall.Kill(pid, syscall.SIGCONT)
-				}
-			}()
-			require.ErrorIs(t, causeOf(h, 2*lease), rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
-			lost := time.Now()
-			gone := func() bool {
-				n, err := e.Do("EXISTS", e.LockKey(k.lock)).AsInt64()
-				require.NoError(t, err)
-				return n == 0
-			}
-			// The primary's lease, extended by the last unacknowledged renewal, would end at
-			// least 2/3 of the lease after the loss.
-			for !gone() && time.Since(lost) < lease/2 {
-				time.Sleep(5 * time.Millisecond)
-			}
-			took := time.Since(lost)
-			require.True(t, gone(), "the lost hold is still held in Redis %v after it ended here", took)
-			t.Logf("given back %v after the hold ended", took)
-		})
-	}
+		}()
+		require.ErrorIs(t, causeOf(h, 2*lease), rlock.ErrLockLost, "unacknowledged renewals do not keep the hold")
+		lost := time.Now()
+		gone := func() bool {
+			n, err := e.Do("EXISTS", e.LockKey(k.name)).AsInt64()
+			require.NoError(t, err)
+			return n == 0
+		}
+		// The primary's lease, extended by the last unacknowledged renewal, would end at
+		// least 2/3 of the lease after the loss.
+		for !gone() && time.Since(lost) < lease/2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		took := time.Since(lost)
+		require.True(t, gone(), "the lost hold is still held in Redis %v after it ended here", took)
+		t.Logf("given back %v after the hold ended", took)
+	})
 }

@@ -3,10 +3,10 @@ package rlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // Restarts and failovers. A server that restarts without its data, or a failover to a replica
@@ -27,75 +27,97 @@ import (
 // connections that answers, the first one included, each that closes, the first try of a new
 // watcher that fails, and a watcher dropped because its node left the deployment; and an
 // acquisition that saw a notice while it ran has the holds checked again once its own is
-// registered (see lock.acquire). But a closed connection, these checks are read-only (the
-// watchers' manager runs check.lua for every hold, watchdog holds too; see verifyHolds), again
+// registered (see locker.acquire). But a closed connection, these checks are read-only (the
+// watchers' manager runs check.lua for every hold, watchdog holds too; see checker.verify), again
 // every recheckInterval until one gets through. A notice costs one check script per group of
 // holds; the watchers linger (watchLinger), so a client that locks in turn pays it once, not
 // per acquisition.
 
-// recheckInterval is how often a check after a lost connection is tried until it gets through.
-const recheckInterval = 100 * time.Millisecond
+// watchers is the Client's goroutine that runs a watcher (watchNode) per node of the
+// deployment while this client has holds, and for watchLinger after it found the last one
+// ended. While it has watchers it looks at the holds and nodes every second: only a first
+// hold while it has none kicks it.
+type watchers struct {
+	c       *core
+	shards  *shards
+	checker checker
+	wd      *watchdog     // checks every hold after a closed connection (see notice)
+	verify  chan struct{} // wakes it: check every hold, read-only
+	kick    chan struct{} // wakes it: holds or nodes changed
+	// noticed counts the watchers' notices: an acquisition that saw it change while it ran has
+	// the holds checked again once its hold is registered.
+	noticed atomic.Uint64
+	// watching is set while it keeps its watchers for as long as the client has hold records:
+	// a first record then needs no kick (see firstHold).
+	watching atomic.Bool
+}
+
+// init sets w up for the client of c, whose state is s and whose watchdog is wd.
+func (ws *watchers) init(c *core, s *shards, wd *watchdog) {
+	ws.c, ws.shards, ws.checker, ws.wd = c, s, checker{c, s}, wd
+	ws.verify, ws.kick = make(chan struct{}, 1), make(chan struct{}, 1)
+}
 
 // watchLinger is how long the watchers stay after the last hold ended, so that a client
 // locking and unlocking in turn does not open and close connections each time.
-func (c *Client) watchLinger() time.Duration { return max(c.lease, time.Second) }
+func (ws *watchers) watchLinger() time.Duration { return max(ws.c.lease, time.Second) }
 
-// kickWatch makes the node watcher manager look at the holds and the nodes at once.
-func (c *Client) kickWatch() {
+// firstHold tells the watchers that the client has its first hold record: the manager looks at
+// once, unless it keeps its watchers anyway.
+func (ws *watchers) firstHold() {
+	if !ws.watching.Load() {
+		ws.kickNow() // the manager keeps no watchers, or is about to stop them
+	}
+}
+
+// notices returns the count of notices so far (see noticed).
+func (ws *watchers) notices() uint64 { return ws.noticed.Load() }
+
+// kickNow makes the manager look at the holds and the nodes at once.
+func (ws *watchers) kickNow() {
 	select {
-	case c.watchKick <- struct{}{}:
+	case ws.kick <- struct{}{}:
 	default:
 	}
 }
 
-// notice counts a change of the nodes a watcher saw (see Client.noticed) and has every hold
+// notice counts a change of the nodes a watcher saw (see noticed) and has every hold
 // checked: after a closed connection by the watchdog, which renews the watchdog holds
 // (checkNow), else read-only (verifyNow). The count goes first: an acquisition that reads it
 // after registering its hold and finds it unchanged registered before this, so the check sees
 // the hold.
-func (c *Client) notice(closed bool) {
-	c.noticed.Add(1)
+func (ws *watchers) notice(closed bool) {
+	ws.noticed.Add(1)
 	if closed {
-		c.checkNow()
+		ws.wd.checkNow()
 	} else {
-		c.verifyNow()
+		ws.verifyNow()
 	}
 }
 
-// verifyNow makes the watchers' manager check every hold at once, read-only (verifyHolds), and
+// verifyNow makes the manager check every hold at once, read-only (see checker.verify), and
 // again every recheckInterval until a check gets through.
-func (c *Client) verifyNow() {
+func (ws *watchers) verifyNow() {
 	select {
-	case c.verify <- struct{}{}:
+	case ws.verify <- struct{}{}:
 	default:
 	}
 }
 
-// checkNow makes the watchdog check every hold at once, and again every recheckInterval until a
-// check gets through.
-func (c *Client) checkNow() {
-	select {
-	case c.recheck <- struct{}{}:
-	default:
-	}
-}
-
-// watchServers is the Client's goroutine that runs a watcher (watchNode) per node of the
-// deployment while this client has holds, and for watchLinger after it found the last one
-// ended. While it has watchers it looks at the holds and nodes every second: only a first
-// hold while it has none kicks it.
-func (c *Client) watchServers() {
+// run is the manager goroutine; it returns when the client closes.
+func (ws *watchers) run() {
+	c := ws.c
 	defer c.wg.Done()
 	type watcher struct {
 		stop context.CancelFunc
 		done chan struct{}
 	}
-	watchers := make(map[string]watcher)
+	running := make(map[string]watcher)
 	stop := func(addr string) {
-		w := watchers[addr]
+		w := running[addr]
 		w.stop()
 		<-w.done
-		delete(watchers, addr)
+		delete(running, addr)
 	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -107,70 +129,70 @@ func (c *Client) watchServers() {
 	for {
 		select {
 		case <-c.ctx.Done():
-			for addr := range watchers {
+			for addr := range running {
 				stop(addr)
 			}
 			return
-		case <-c.verify:
+		case <-ws.verify:
 			retry.Stop()
-			if checks = c.verifyHolds(checks); checks > 0 {
+			if checks = ws.checker.verify(checks); checks > 0 {
 				retry.Reset(recheckInterval)
 			}
 			continue
 		case <-retry.C:
-			if checks = c.verifyHolds(checks); checks > 0 {
+			if checks = ws.checker.verify(checks); checks > 0 {
 				retry.Reset(recheckInterval)
 			}
 			continue
-		case <-c.watchKick:
+		case <-ws.kick:
 		case <-t.C:
 		}
-		n := c.nholds.Load()
+		n := ws.shards.records.Load()
 		next := time.Hour
 		switch {
 		case n > 0:
 			idleSince = time.Time{}
 			nodes := c.rc.Nodes()
-			for addr := range watchers {
+			for addr := range running {
 				if _, ok := nodes[addr]; !ok {
 					// A node that left the deployment (a failed master whose slots another
 					// serves) closes no connection of a watcher that never reached it.
 					stop(addr)
-					c.notice(false)
+					ws.notice(false)
 				}
 			}
 			for addr, node := range nodes {
-				if _, ok := watchers[addr]; !ok {
+				if _, ok := running[addr]; !ok {
 					ctx, cancel := context.WithCancel(c.ctx)
 					w := watcher{cancel, make(chan struct{})}
-					watchers[addr] = w
+					running[addr] = w
 					go func() {
 						defer close(w.done)
-						c.watchNode(ctx, node)
+						ws.watchNode(ctx, node)
 					}()
 				}
 			}
 			// The nodes change with failovers and resharding: look again now and then. Holds
-			// come and go without kicks from here on (see Client.watching).
-			c.watching.Store(true)
+			// come and go without kicks from here on (see watching).
+			ws.watching.Store(true)
 			next = time.Second
-		case len(watchers) == 0 || !idleSince.IsZero() && time.Since(idleSince) >= c.watchLinger():
+		case len(running) == 0 || !idleSince.IsZero() && time.Since(idleSince) >= ws.watchLinger():
 			// A first hold registered after this store kicks; one registered before it is in
-			// nholds below (atomics are sequentially consistent).
-			c.watching.Store(false)
-			if c.nholds.Load() > 0 {
-				c.watching.Store(true)
+			// the records count below (atomics are sequentially consistent).
+			ws.watching.Store(false)
+			if ws.shards.records.Load() > 0 {
+				ws.watching.Store(true)
 				next = 0 // look again at once
 				break
 			}
-			for addr := range watchers {
+			for addr := range running {
 				stop(addr)
 			}
 		case idleSince.IsZero():
 			idleSince = time.Now()
 			next = time.Second
 		default:
-			next = min(c.watchLinger()-time.Since(idleSince), time.Second)
+			next = min(ws.watchLinger()-time.Since(idleSince), time.Second)
 		}
 		if !t.Stop() {
 			select {
@@ -186,7 +208,7 @@ func (c *Client) watchServers() {
 // notice) each time a connection answers PING (the first one too), each time an established one
 // closes (it then also makes the manager look at the nodes again), and when its first try
 // fails. It connects again after a failure, 10ms doubling to 1s between tries.
-func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
+func (ws *watchers) watchNode(ctx context.Context, node rueidis.Client) {
 	b := newBackoff()
 	first := true
 	lost := false // a connection of this watcher closed, and none answered since
@@ -204,7 +226,7 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 			if first {
 				// A node killed before this watcher reached it: the check is tried again until
 				// it gets through, on the node when it is back, or on the replica that took over.
-				c.notice(false)
+				ws.notice(false)
 			}
 			first = false
 			select {
@@ -215,7 +237,7 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 		}
 		// The node answers: a process that restarted since a hold's grant (before this
 		// connection) no longer has it. After a closed connection, the holds are renewed.
-		c.notice(lost)
+		ws.notice(lost)
 		first, lost = false, false
 		b = newBackoff()
 		select {
@@ -223,99 +245,10 @@ func (c *Client) watchNode(ctx context.Context, node rueidis.Client) {
 		case <-closed:
 			if ctx.Err() == nil {
 				lost = true
-				c.notice(true)
-				c.kickWatch()
+				ws.notice(true)
+				ws.kickNow()
 			}
 		}
 		once.Do(release)
 	}
-}
-
-// verifyHolds checks every hold read-only (checkHolds), giving up after 250ms for the first 20
-// tries in a row (checks: the tries before that did not get through), then 500ms doubling to
-// 2s for a server too slow to answer within that. It returns the tries in a row that did not
-// get through, this one included: 0 when it got through.
-func (c *Client) verifyHolds(checks int) int {
-	giveUp := 250 * time.Millisecond
-	if checks >= 20 {
-		giveUp = min(giveUp<<min(checks-19, 3), 2*time.Second)
-	}
-	ctx, cancel := giveUpAfter(c.ctx, giveUp)
-	defer cancel()
-	if c.checkHolds(ctx, true) {
-		return 0
-	}
-	return checks + 1
-}
-
-// checkFixed checks every fixed-lease hold (the watchdog's renewal checks the others) and ends
-// those whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkFixed(ctx context.Context) bool { return c.checkHolds(ctx, false) }
-
-// checkHolds checks every fixed-lease hold, and every watchdog hold too if all, and ends those
-// whose owner Redis no longer has; it reports whether every check got through.
-func (c *Client) checkHolds(ctx context.Context, all bool) bool {
-	type group struct {
-		kind string
-		slot uint16
-	}
-	groups := make(map[group][]*hold)
-	c.each(func(sh *shard) {
-		for _, h := range sh.holds {
-			if h.lost || !all && !h.fixed() {
-				continue
-			}
-			k := wire.CheckMutex
-			switch h.lk.kind.(type) {
-			case rwKind:
-				k = wire.CheckRW
-			case semKind:
-				k = wire.CheckSem
-			}
-			g := group{k, c.slotOf(h.key)}
-			groups[g] = append(groups[g], h)
-		}
-	})
-	ok := true
-	for g, holds := range groups {
-		for len(holds) > 0 {
-			n := min(len(holds), renewBatch)
-			chunk := holds[:n]
-			holds = holds[n:]
-			keys := make([]string, 0, 2*n)
-			args := wire.CheckArgs{Kind: g.kind, Owners: make([]string, 0, n)}
-			for _, h := range chunk {
-				_, hk := h.lk.kind.renewal()
-				keys = append(keys, hk...)
-				args.Owners = append(args.Owners, h.owner)
-			}
-			reply, err := c.script(wire.Check).Exec(ctx, c.rc, keys, args.Strings()).AsIntSlice()
-			var there wire.PerHold
-			if err == nil {
-				if there, err = wire.ParsePerHold(reply, len(chunk)); err != nil {
-					err = errBadReply
-				}
-			}
-			if err != nil {
-				ok = false
-				continue
-			}
-			for i, h := range chunk {
-				if there.Held(i) {
-					continue
-				}
-				hk := holdKey{h.key, h.owner}
-				sh := h.lk.sh
-				sh.mu.Lock()
-				if !h.lost && h.releasing == 0 && sh.holds[hk] == h &&
-					(sh.lanes[hk] == nil || sh.lanes[hk].unlock.request == "") {
-					c.opts.Logger.Warn("rlock: lock lost: the server no longer has it (restart or failover)",
-						"lock", h.lk.name, "owner", h.owner)
-					c.lose(sh, h)
-				}
-				sh.unlockAndDeliver()
-			}
-		}
-	}
-	return ok
 }

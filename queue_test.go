@@ -22,16 +22,19 @@ func TestQueue_shortTimeoutDoesNotExpireLongerPlaces(t *testing.T) {
 		wait rlock.WaitStrategy
 	}{{"pubsub", rlock.PubSub()}, {"spin", rlock.Spin(1500 * time.Millisecond)}} {
 		t.Run(s.name, func(t *testing.T) {
-			for _, k := range handoffKinds {
+			for _, k := range kinds {
+				if !queuedKinds(k) {
+					continue
+				}
 				t.Run(k.name, func(t *testing.T) {
 					e := newEnv(t)
 					p := e.newProxy()
 					long := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 6 * time.Second, Wait: s.wait}
 					short := rlock.Options{WatchdogTimeout: 3 * time.Second, FairWaitTimeout: 300 * time.Millisecond}
-					take, release := k.acquire(e.client(long), "q")
-					ltake, lrelease := k.acquire(e.client(long), "q")
-					stake, _ := k.acquire(e.through(p).client(short), "q")
-					ntake, nrelease := k.acquire(e.client(long), "q")
+					take, release := pair(k, e.client(long), "q")
+					ltake, lrelease := pair(k, e.client(long), "q")
+					stake, _ := pair(k, e.through(p).client(short), "q")
+					ntake, nrelease := pair(k, e.client(long), "q")
 					ctx := context.Background()
 
 					h, err := take(ctx)

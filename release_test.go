@@ -11,7 +11,7 @@ import (
 	"github.com/rlock-go/rlock"
 )
 
-// TestUnlock_lostWhileWaitingForLane: a release given a hold context whose loss this process
+// TestRelease_lostWhileWaitingForLane: a release given a hold context whose loss this process
 // saw does not touch Redis (the owner may hold the lock anew), also when the loss comes while
 // the release waits for the owner's lane. An owner holds with a fixed 200ms lease (h1); another
 // call of the same owner re-enters, its request held back by the proxy, so it keeps the owner's
@@ -21,7 +21,7 @@ import (
 // the fix it
 // released h2's hold in Redis and returned nil, ending h2's context as released; with no new
 // hold, it returned ErrNotHeld: seen in TestRWModes_stressNoOverlap.)
-func TestUnlock_lostWhileWaitingForLane(t *testing.T) {
+func TestRelease_lostWhileWaitingForLane(t *testing.T) {
 	type target struct {
 		name, script string
 		lock         func(c *rlock.Client, ctx context.Context, lease time.Duration) (context.Context, error)

@@ -1,12 +1,12 @@
-package rlock_test
+package redistest
 
 import (
 	"bufio"
-	"crypto/sha1"
-	"encoding/hex"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,18 +16,26 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rlock-go/rlock/internal/redistest"
 )
 
-// TestFaultProxy checks the proxy's forwarding and each fault it injects, against Redis.
-func TestFaultProxy(t *testing.T) {
+var bg = context.Background()
+
+// command returns a matcher for commands named name (case-insensitive) whose arguments include
+// arg.
+func command(name, arg string) func(cmd []string) bool {
+	return func(cmd []string) bool {
+		return len(cmd) > 0 && strings.EqualFold(cmd[0], name) && slices.Contains(cmd[1:], arg)
+	}
+}
+
+// TestProxy checks the proxy's forwarding and each fault it injects, against Redis.
+func TestProxy(t *testing.T) {
 	// setup returns an env, a proxy to its server, a rueidis client through the proxy, and
 	// key(name), a key under the env's prefix that is deleted when the test ends.
-	setup := func(t *testing.T) (*env, *redistest.Proxy, rueidis.Client, func(string) string) {
-		e := newEnv(t)
-		p := e.newProxy()
-		rc := e.through(p).Rueidis()
+	setup := func(t *testing.T) (*Env, *Proxy, rueidis.Client, func(string) string) {
+		e := NewEnv(t)
+		p := NewProxy(t, e.Dep.Data...)
+		rc := e.Through(p).Rueidis()
 		var keys []string
 		t.Cleanup(func() {
 			if len(keys) > 0 {
@@ -43,7 +51,7 @@ func TestFaultProxy(t *testing.T) {
 	set := func(rc rueidis.Client, key, value string) error {
 		return rc.Do(bg, rc.B().Set().Key(key).Value(value).Build()).Error()
 	}
-	get := func(e *env, key string) (string, error) { // directly, not through the proxy
+	get := func(e *Env, key string) (string, error) { // directly, not through the proxy
 		return e.Do("GET", key).ToString()
 	}
 
@@ -104,7 +112,7 @@ func TestFaultProxy(t *testing.T) {
 	t.Run("DropRequest", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k, other := key("dropped"), key("other")
-		p.DropRequest(matchCommand("SET", k))
+		p.DropRequest(command("SET", k))
 		assert.True(t, p.Armed())
 		require.NoError(t, set(rc, other, "v"), "a request that does not match goes through")
 		assert.True(t, p.Armed())
@@ -120,7 +128,7 @@ func TestFaultProxy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "v2", v)
 
-		p.DropRequest(matchCommand("SET", k))
+		p.DropRequest(command("SET", k))
 		p.Disarm()
 		assert.False(t, p.Armed())
 		require.NoError(t, set(rc, k, "v3"))
@@ -130,10 +138,10 @@ func TestFaultProxy(t *testing.T) {
 	t.Run("DropReply", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k := key("lost-reply")
-		p.DropReply(matchCommand("set", k))
+		p.DropReply(command("set", k))
 		start := time.Now()
 		require.Error(t, set(rc, k, "v"))
-		assert.Less(t, time.Since(start), redistest.ProxyNonceWait, "the nonce came back")
+		assert.Less(t, time.Since(start), ProxyNonceWait, "the nonce came back")
 		assert.EqualValues(t, 1, p.Fired())
 		assert.False(t, p.Armed())
 		v, err := get(e, k)
@@ -145,7 +153,7 @@ func TestFaultProxy(t *testing.T) {
 	t.Run("HoldRequest", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k := key("held-request")
-		release := p.HoldRequest(matchCommand("SET", k))
+		release := p.HoldRequest(command("SET", k))
 		done := make(chan error, 1)
 		go func() { done <- set(rc, k, "v") }()
 		require.Eventually(t, func() bool { return p.Fired() == 1 }, time.Second, time.Millisecond)
@@ -153,7 +161,7 @@ func TestFaultProxy(t *testing.T) {
 		n, err := e.Do("EXISTS", k).AsInt64()
 		require.NoError(t, err)
 		assert.Zero(t, n, "the held request has not reached the server")
-		other := e.through(p).Rueidis()
+		other := e.Through(p).Rueidis()
 		require.NoError(t, set(other, key("other"), "v"), "another connection flows")
 		release()
 		require.NoError(t, <-done)
@@ -166,7 +174,7 @@ func TestFaultProxy(t *testing.T) {
 	t.Run("HoldReply", func(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k := key("held-reply")
-		release := p.HoldReply(matchCommand("SET", k))
+		release := p.HoldReply(command("SET", k))
 		done := make(chan error, 1)
 		go func() { done <- set(rc, k, "v") }()
 		require.Eventually(t, func() bool {
@@ -179,7 +187,7 @@ func TestFaultProxy(t *testing.T) {
 			t.Fatalf("the reply was not held: %v", err)
 		default:
 		}
-		other := e.through(p).Rueidis()
+		other := e.Through(p).Rueidis()
 		require.NoError(t, set(other, key("other"), "v"), "another connection flows")
 		release()
 		require.NoError(t, <-done)
@@ -190,7 +198,7 @@ func TestFaultProxy(t *testing.T) {
 		e, p, rc, key := setup(t)
 		k := key("lost-reply-outage")
 		const d = 300 * time.Millisecond
-		p.DropReplyThenOutage(matchCommand("SET", k), d)
+		p.DropReplyThenOutage(command("SET", k), d)
 		start := time.Now()
 		require.Error(t, set(rc, k, "v"))
 		v, err := get(e, k)
@@ -223,14 +231,14 @@ func TestFaultProxy(t *testing.T) {
 		}
 
 		before, k, after := key("req-before"), key("req-dropped"), key("req-after")
-		p.DropRequest(matchCommand("SET", k))
+		p.DropRequest(command("SET", k))
 		pipeline(before, k, after)
 		assert.True(t, exists(before), "the request before the dropped one was forwarded")
 		assert.False(t, exists(k))
 		assert.False(t, exists(after))
 
 		before, k, after = key("reply-before"), key("reply-dropped"), key("reply-after")
-		p.DropReply(matchCommand("SET", k))
+		p.DropReply(command("SET", k))
 		pipeline(before, k, after)
 		assert.True(t, exists(before))
 		assert.True(t, exists(k))
@@ -243,10 +251,10 @@ func TestFaultProxy(t *testing.T) {
 		k := key("claimed")
 		clients := make([]rueidis.Client, 4)
 		for i := range clients {
-			clients[i] = e.through(p).Rueidis()
+			clients[i] = e.Through(p).Rueidis()
 			require.NoError(t, clients[i].Do(bg, clients[i].B().Ping().Build()).Error())
 		}
-		p.DropReply(matchCommand("SET", k))
+		p.DropReply(command("SET", k))
 		errs := make(chan error, len(clients))
 		var wg sync.WaitGroup
 		for _, rc := range clients {
@@ -306,41 +314,5 @@ func TestFaultProxy(t *testing.T) {
 			require.True(t, time.Now().Before(deadline), "the client reconnects")
 			time.Sleep(10 * time.Millisecond)
 		}
-	})
-
-	t.Run("matchScript", func(t *testing.T) {
-		_, p, rc, key := setup(t)
-		src := scriptSource("inspect.lua")
-		script := rueidis.NewLuaScript(string(src))
-		sum := sha1.Sum(src)
-		sha := hex.EncodeToString(sum[:])
-		k, other := key("script"), key("script-other")
-
-		p.DropReply(matchScript("inspect.lua", k))
-		res, err := script.Exec(bg, rc, []string{other}, []string{""}).ToArray()
-		require.NoError(t, err, "other keys do not match")
-		assert.Len(t, res, 3)
-		assert.True(t, p.Armed())
-		require.Error(t, script.Exec(bg, rc, []string{k}, []string{""}).Error())
-		assert.EqualValues(t, 1, p.Fired())
-		assert.False(t, p.Armed())
-
-		m := matchScript("inspect.lua", k)
-		assert.True(t, m([]string{"evalsha", strings.ToUpper(sha), "1", k, ""}))
-		assert.True(t, m([]string{"EVALSHA_RO", sha, "2", other, k}))
-		assert.True(t, m([]string{"EVAL", string(src), "1", k, ""}))
-		assert.False(t, m([]string{"EVAL", string(src) + " ", "1", k, ""}))
-		assert.False(t, m([]string{"EVALSHA", sha, "1", other, k}), "k is an argument, not a key")
-		assert.False(t, m([]string{"EVALSHA", sha, "3", k}), "malformed")
-		assert.False(t, m([]string{"GET", k}))
-		assert.True(t, matchScript("inspect.lua", "")([]string{"EVALSHA", sha, "0"}))
-		assert.False(t, matchScript("acquire.lua", "")([]string{"EVALSHA", sha, "0"}))
-
-		c := matchCommand("set", "")
-		assert.True(t, c([]string{"SET", "a", "b"}))
-		assert.False(t, c([]string{"GET", "a"}))
-		assert.False(t, c(nil))
-		assert.False(t, matchCommand("SET", "b")([]string{"SET", "a"}))
-		assert.True(t, matchCommand("SET", "b")([]string{"SET", "a", "b"}))
 	})
 }

@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,10 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var bg = context.Background()
-
 func TestMutex_Lock_reentrantHoldCounts(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{}), "re")
 
@@ -102,7 +99,7 @@ func TestMutex_inspectionFromAnotherOwner(t *testing.T) {
 // TestMutex_exclusion guards a non-atomic counter with 16 clients x 50 iterations, and with
 // goroutines sharing one client, under both wait strategies.
 func TestMutex_exclusion(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
+	eachMutexKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		for _, tc := range []struct {
 			name           string
 			clients, iters int
@@ -162,7 +159,7 @@ func TestMutex_exclusion(t *testing.T) {
 }
 
 func TestMutex_WithLease_expiryLetsOthersIn(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
+	eachMutexKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{Wait: wait})
 		m := newMutex(c, "lease", rlock.WithLease(300*time.Millisecond))
@@ -207,7 +204,7 @@ func TestMutex_WithLease_reentryOutlivesOuterDeadline(t *testing.T) {
 }
 
 func TestMutex_watchdogKeepsLockPastTimeout(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		const timeout = time.Second
 		c := e.client(rlock.Options{WatchdogTimeout: timeout})
@@ -250,7 +247,7 @@ func TestMutex_closedClientLosesLockWithinLease(t *testing.T) {
 }
 
 func TestMutex_ForceUnlock_cancelsHolderWithinRenewal(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		const timeout = 900 * time.Millisecond
 		m := newMutex(e.client(rlock.Options{WatchdogTimeout: timeout}), "force")
@@ -280,7 +277,7 @@ func TestMutex_ForceUnlock_cancelsHolderWithinRenewal(t *testing.T) {
 }
 
 func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
+	eachMutexKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{Wait: wait}), "force-wake")
 		h, err := m.Lock(bg)
@@ -307,7 +304,7 @@ func TestMutex_ForceUnlock_wakesWaiter(t *testing.T) {
 }
 
 func TestMutex_holdContext(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{WatchdogTimeout: 600 * time.Millisecond}), "hctx")
 		type key struct{}
@@ -331,7 +328,7 @@ func TestMutex_holdContext(t *testing.T) {
 }
 
 func TestMutex_Lock_doneContext(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{}), "done")
 		ctx, cancel := context.WithCancel(bg)
@@ -347,7 +344,7 @@ func TestMutex_Lock_doneContext(t *testing.T) {
 }
 
 func TestMutex_waitEndsLeaveNothing(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
+	eachMutexKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{Wait: wait}), "busy")
 		h, err := m.Lock(bg)
@@ -404,7 +401,7 @@ func TestMutex_pubsubSharesOneSubscription(t *testing.T) {
 }
 
 func TestMutex_fencingTokens(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		c := e.client(rlock.Options{})
 		m := newMutex(c, "fenced", rlock.WithFencing())
@@ -448,158 +445,8 @@ func TestMutex_fencingTokens(t *testing.T) {
 	})
 }
 
-func TestClient_Close(t *testing.T) {
-	eachKindAndStrategy(t, func(t *testing.T, newMutex mutexMaker, wait rlock.WaitStrategy) {
-		e := newEnv(t)
-		e.Dirty = true // the held lock expires by itself
-		c := e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})
-		m := newMutex(c, "close")
-		h, err := m.Lock(bg)
-		require.NoError(t, err)
-
-		waitErr := make(chan error, 1)
-		go func() {
-			_, err := m.Lock(bg)
-			waitErr <- err
-		}()
-		time.Sleep(50 * time.Millisecond)
-		require.NoError(t, c.Close())
-		require.NoError(t, c.Close(), "Close is idempotent")
-		select {
-		case err := <-waitErr:
-			require.ErrorIs(t, err, rlock.ErrClosed)
-		case <-time.After(time.Second):
-			t.Fatal("waiting Lock not woken by Close")
-		}
-		require.ErrorIs(t, context.Cause(h), rlock.ErrClosed)
-
-		_, err = m.Lock(bg)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = m.TryLock(bg, 0)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		assert.ErrorIs(t, m.Unlock(h), rlock.ErrClosed)
-		_, err = m.ForceUnlock(bg)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = m.IsLocked(bg)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = m.HoldCount(h)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = m.TTL(bg)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-		_, err = newMutex(c, "another").Lock(bg)
-		assert.ErrorIs(t, err, rlock.ErrClosed)
-
-		locked, err := newMutex(e.client(rlock.Options{}), "close").IsLocked(bg)
-		require.NoError(t, err)
-		assert.True(t, locked, "Close does not release held locks")
-		assert.Empty(t, e.Channels(), "Close drops the subscriptions")
-	})
-}
-
-func TestBadInput(t *testing.T) {
-	e := newEnv(t)
-	c := e.client(rlock.Options{})
-	ok := c.NewMutex("ok")
-
-	_, err := rlock.New(nil, rlock.Options{})
-	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	assert.ErrorContains(t, err, "nil rueidis client")
-	for _, tc := range []struct {
-		opts rlock.Options
-		msg  string
-	}{
-		{rlock.Options{WatchdogTimeout: -time.Second}, "negative WatchdogTimeout"},
-		{rlock.Options{FairWaitTimeout: -time.Second}, "negative FairWaitTimeout"},
-		{rlock.Options{KeyPrefix: "a{b"}, "KeyPrefix"},
-		{rlock.Options{Wait: rlock.Spin(0)}, "Spin interval"},
-	} {
-		_, err := rlock.New(e.Admin(), tc.opts)
-		assert.ErrorIs(t, err, rlock.ErrInvalid, tc.msg)
-		assert.ErrorContains(t, err, tc.msg)
-	}
-
-	for _, tc := range []struct {
-		name string
-		m    *rlock.Mutex
-		msg  string
-	}{
-		{"empty name", c.NewMutex(""), "empty lock name"},
-		{"brace name", c.NewMutex("}x"), "starts with '}'"},
-		{"zero lease", c.NewMutex("a", rlock.WithLease(0)), "lease must be positive"},
-		{"negative lease", c.NewMutex("a", rlock.WithLease(-time.Second)), "lease must be positive"},
-		{"zero spin", c.NewMutex("a", rlock.WithWait(rlock.Spin(0))), "Spin interval"},
-		{"negative spin", c.NewMutex("a", rlock.WithWait(rlock.Spin(-time.Millisecond))), "Spin interval"},
-		{"nil wait", c.NewMutex("a", rlock.WithWait(nil)), "WithWait(nil)"},
-		{"fair empty name", c.NewFairMutex(""), "empty lock name"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			calls := map[string]error{}
-			_, calls["Lock"] = tc.m.Lock(bg)
-			_, calls["TryLock"] = tc.m.TryLock(bg, 0)
-			calls["Unlock"] = tc.m.Unlock(rlock.WithOwner(bg, "o"))
-			_, calls["ForceUnlock"] = tc.m.ForceUnlock(bg)
-			_, calls["IsLocked"] = tc.m.IsLocked(bg)
-			_, calls["HoldCount"] = tc.m.HoldCount(rlock.WithOwner(bg, "o"))
-			_, calls["TTL"] = tc.m.TTL(bg)
-			for call, err := range calls {
-				assert.ErrorIs(t, err, rlock.ErrInvalid, call)
-				assert.ErrorContains(t, err, tc.msg, call)
-			}
-		})
-	}
-
-	for _, tc := range []struct {
-		name, owner, msg string
-	}{
-		{"empty owner", "", "empty owner id"},
-		{"long owner", string(make([]byte, 257)), "more than 256"},
-		{"control owner", "a\nb", "control character"},
-		{"invalid utf8", "a\xffb", "not valid UTF-8"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := rlock.WithOwner(bg, tc.owner)
-			_, err := ok.Lock(ctx)
-			assert.ErrorIs(t, err, rlock.ErrInvalid)
-			assert.ErrorContains(t, err, tc.msg)
-			_, err = ok.TryLock(ctx, time.Second)
-			assert.ErrorIs(t, err, rlock.ErrInvalid)
-			assert.ErrorIs(t, ok.Unlock(ctx), rlock.ErrInvalid)
-			_, err = ok.HoldCount(ctx)
-			assert.ErrorIs(t, err, rlock.ErrInvalid)
-		})
-	}
-	_, err = ok.TryLock(bg, -time.Second)
-	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	assert.ErrorContains(t, err, "negative wait")
-	//lint:ignore SA1012 a nil context is the bad input under test
-	_, err = ok.Lock(nil) //nolint:staticcheck
-	assert.ErrorIs(t, err, rlock.ErrInvalid)
-	assert.Empty(t, e.Keys(), "failed validation writes nothing")
-
-	t.Run("wrong key type", func(t *testing.T) {
-		key := e.Prefix + ":{str}"
-		require.NoError(t, e.Do("SET", key, "not a lock").Error())
-		t.Cleanup(func() { e.Do("DEL", key) })
-		m := c.NewMutex("str")
-		calls := map[string]error{}
-		_, calls["Lock"] = m.TryLock(bg, 100*time.Millisecond)
-		calls["Unlock"] = m.Unlock(rlock.WithOwner(bg, "o"))
-		_, calls["ForceUnlock"] = m.ForceUnlock(bg)
-		_, calls["IsLocked"] = m.IsLocked(bg)
-		_, calls["TTL"] = m.TTL(bg)
-		for call, err := range calls {
-			assert.ErrorIs(t, err, rlock.ErrInvalid, call)
-			assert.ErrorContains(t, err, "not a lock", call)
-		}
-		v, err := e.Do("GET", key).ToString()
-		require.NoError(t, err)
-		assert.Equal(t, "not a lock", v, "the foreign key is untouched")
-		assert.Equal(t, []string{key}, e.Keys())
-	})
-}
-
 func TestMutex_Unlock_errors(t *testing.T) {
-	eachKind(t, func(t *testing.T, newMutex mutexMaker) {
+	eachMutexKind(t, func(t *testing.T, newMutex mutexMaker) {
 		e := newEnv(t)
 		m := newMutex(e.client(rlock.Options{}), "unlock")
 		assert.ErrorIs(t, m.Unlock(bg), rlock.ErrNotHeld, "no owner in ctx")
@@ -733,43 +580,4 @@ func TestMutex_joinerSleepsAtMostTheLease(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the first waiter never got the lock")
 	}
-}
-
-// Concurrent Close calls all return once everything is stopped: every hold
-// context is done by the time any Close returns.
-func TestClient_concurrentClose(t *testing.T) {
-	e := newEnv(t)
-	c := e.client(rlock.Options{})
-	var holds []context.Context
-	for i := range 1000 {
-		h, err := c.NewMutex(fmt.Sprint("cc", i)).Lock(bg)
-		require.NoError(t, err)
-		holds = append(holds, h)
-	}
-	m := c.NewMutex("cc0")
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := m.Lock(bg)
-		waiting <- err
-	}()
-	require.Eventually(t, func() bool { return len(e.Channels()) == 1 }, time.Second, time.Millisecond)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			assert.NoError(t, c.Close())
-			for _, h := range holds {
-				if !assert.ErrorIs(t, context.Cause(h), rlock.ErrClosed, "a Close returned before the holds ended") {
-					return
-				}
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	assert.ErrorIs(t, <-waiting, rlock.ErrClosed)
-	e.Dirty = true // the locks expire with their lease
 }

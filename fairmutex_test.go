@@ -108,7 +108,7 @@ func TestFairMutex_fifoProcesses(t *testing.T) {
 		const procs = 4
 		children := make([]*redistest.Child, procs)
 		for i := range children {
-			children[i] = redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=xfifo", "FAIR=1",
+			children[i] = redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=xfifo", "KIND=fair",
 				"ORDER="+orderKey, "ID="+strconv.Itoa(i), "WAIT="+wait.String()[:4])
 			children[i].Expect(t, "waiting")
 			e.awaitQueue("xfifo", int64(i+1))
@@ -134,7 +134,7 @@ func TestFairMutex_killedWaiter(t *testing.T) {
 		h, err := m.Lock(bg)
 		require.NoError(t, err)
 
-		dead := redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=dead", "FAIR=1", "ORDER="+e.Prefix+":order",
+		dead := redistest.StartChild(t, "order", "PREFIX="+e.Prefix, "LOCK=dead", "KIND=fair", "ORDER="+e.Prefix+":order",
 			"ID=dead", "FAIRWAIT="+fairWait.String())
 		dead.Expect(t, "waiting")
 		e.awaitQueue("dead", 1)

@@ -1,0 +1,261 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rlock-go/rlock/internal/wire"
+)
+
+// renewer renews this process's watchdog holds for the watchdog (see watchdog.go).
+type renewer struct {
+	c      *core
+	shards *shards
+}
+
+// renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
+const renewBatch = 100
+
+// renew extends the lease of every watchdog hold (claimedOnly: of those granted with a
+// claim and not yet renewed), in scripts of at most renewBatch keys
+// grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
+// node its scripts together, so a period costs one round trip per node however many slots the
+// holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
+// owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
+// retries soon.
+func (rn renewer) renew(claimedOnly bool) bool { return rn.renewWithin(claimedOnly, 0) }
+
+// renewWithin is renew that gives up on the renewal after giveUp (0: as renew does).
+func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
+	c := rn.c
+	type group struct {
+		script wire.Script
+		slot   uint16
+	}
+	bySlot := make(map[group][]renewee)
+	now := time.Now()
+	// The renewal is worth waiting for until the last of these holds would end anyway (the
+	// reaper ends each at its local end, whatever the renewal does, and a hold it ended that
+	// the renewal extended after all is given back), and at least a third of the lease: a
+	// period's pipeline of many scripts on a busy server may take longer than that.
+	wait := c.lease / 3
+	rn.shards.each(func(sh *shard) {
+		for h := range sh.holds.all() {
+			if !h.renews || !h.claimed && claimedOnly {
+				continue
+			}
+			script, _ := h.lk.kind.renewal()
+			g := group{script, c.slotOf(h.key)}
+			for i, s := range h.acc {
+				if s.count > 0 && s.renews && !s.lost {
+					bySlot[g] = append(bySlot[g], renewee{sh, h, access(i)})
+					wait = max(wait, s.expires.Sub(now))
+				}
+			}
+		}
+	})
+
+	var chunks []renewChunk
+	for g, holds := range bySlot {
+		for len(holds) > 0 {
+			n := min(len(holds), renewBatch)
+			chunks = append(chunks, renewChunk{g.script, g.slot, holds[:n]})
+			holds = holds[n:]
+		}
+	}
+	if len(chunks) == 0 {
+		return true
+	}
+	if giveUp > 0 {
+		wait = giveUp
+	}
+	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
+	defer cancel()
+	sent := time.Now()
+	results := rn.send(ctx, chunks)
+	var missing []renewChunk // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
+	ok := true
+	for i, r := range chunks {
+		if re, isRedis := rueidis.IsRedisErr(results[i].err); isRedis && re.IsNoScript() {
+			missing = append(missing, r)
+			continue
+		}
+		ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
+	}
+	if len(missing) > 0 {
+		// Load each missing script on every node once, then send those chunks again.
+		loaded := make(map[string]bool)
+		for _, r := range missing {
+			if src := c.variant(r.script).Source(); !loaded[src] {
+				loaded[src] = true
+				for _, n := range c.rc.Nodes() {
+					_ = n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
+				}
+			}
+		}
+		sent = time.Now()
+		results = rn.send(ctx, missing)
+		for i, r := range missing {
+			ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
+		}
+	}
+	return ok
+}
+
+// renewReply is the outcome of one renewal script: per hold, 1 if renewed.
+type renewReply struct {
+	renewed []int64
+	err     error
+}
+
+// send sends the renewal scripts of chunks in one pipeline (EVALSHA). With
+// Options.SyncReplicas, the scripts of each slot go out on a connection of their own followed
+// by WAIT, and a renewal that too few replicas acknowledged fails (with ErrNotReplicated): a
+// lease extended only on a primary that may be about to lose it does not count, so the hold
+// ends at its local end unless a later renewal reaches the replicas.
+func (rn renewer) send(ctx context.Context, chunks []renewChunk) []renewReply {
+	c := rn.c
+	cmds := make(rueidis.Commands, len(chunks))
+	for i, r := range chunks {
+		keys, args := r.args(c)
+		cmds[i] = c.variant(r.script).EvalSHA(c.rc.B(), keys, args)
+	}
+	out := make([]renewReply, len(chunks))
+	if c.opts.SyncReplicas == 0 {
+		for i, res := range c.rc.DoMulti(ctx, cmds...) {
+			out[i].renewed, out[i].err = res.AsIntSlice()
+		}
+		return out
+	}
+	// Redis counts acknowledgements per connection, and a rueidis dedicated connection on a
+	// cluster serves one slot: one connection per slot (one in all, off a cluster).
+	bySlot := make(map[uint16][]int)
+	for i, r := range chunks {
+		bySlot[r.slot] = append(bySlot[r.slot], i)
+	}
+	for _, idx := range bySlot {
+		group := make(rueidis.Commands, 0, len(idx)+1)
+		for _, i := range idx {
+			group = append(group, cmds[i])
+		}
+		group = append(group, c.waitReplicas(c.rc.B()))
+		_ = c.rc.Dedicated(func(d rueidis.DedicatedClient) error {
+			res := d.DoMulti(ctx, group...)
+			short := c.notReplicated("the renewal", res[len(idx)])
+			for j, i := range idx {
+				if out[i].renewed, out[i].err = res[j].AsIntSlice(); out[i].err == nil {
+					out[i].err = short
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// renewChunk is one renewal script: holds of one kind and slot.
+type renewChunk struct {
+	script wire.Script
+	slot   uint16 // its holds' slot (see slotOf)
+	holds  []renewee
+}
+
+// renewee is what one renewal extends: the holds of a record in one access (an RWMutex renews
+// an owner's read and write leases apart; the other kinds have one access).
+type renewee struct {
+	sh  *shard // h's shard
+	h   *hold
+	acc access
+}
+
+// args returns the script's keys (each hold's, as its kind names them) and arguments (the
+// lease, then each hold's owner as its kind names it: an RWMutex's is its lease field, "r:"
+// or "w:" and the owner).
+func (r renewChunk) args(c *core) (keys, args []string) {
+	keys = make([]string, 0, 2*len(r.holds))
+	a := wire.RenewArgs{LeaseMs: c.leaseMs, Owners: make([]string, 0, len(r.holds))}
+	for _, e := range r.holds {
+		_, hk := e.h.lk.kind.renewal()
+		keys = append(keys, hk...)
+		a.Owners = append(a.Owners, e.h.lk.kind.renewOwner(e.h.owner, e.acc))
+	}
+	return keys, a.Strings()
+}
+
+// apply applies the outcome of one renewal script for holds, sent at sent, and reports whether
+// it ran.
+func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err error) bool {
+	c := rn.c
+	renewed, bad := wire.ParsePerHold(reply, len(holds))
+	if err == nil && bad != nil {
+		err = errBadReply
+	}
+	if errors.Is(err, ErrNotReplicated) && bad == nil {
+		// The script ran on the primary: remember which holds it extended there.
+		for i, e := range holds {
+			if !renewed.Held(i) {
+				continue
+			}
+			h, s, sh := e.h, &e.h.acc[e.acc], e.sh
+			sh.mu.Lock()
+			if (h.lost || s.lost) && !s.unacked && strings.HasPrefix(h.owner, c.id) {
+				sh.oweHolds(h, e.acc) // ended while this renewal was in flight (as below)
+			}
+			s.unacked = true
+			sh.mu.Unlock()
+		}
+	}
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
+				"locks", len(holds), "first", holds[0].h.lk.name, "error", err)
+			if c.obs != nil {
+				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].h.lk.info(), Cause: err, Locks: len(holds)})
+			}
+		}
+		return false
+	}
+	end := localEnd(sent, c.lease)
+	for i, e := range holds {
+		e.sh.mu.Lock()
+		rn.applyOne(e.sh, e.h, e.acc, renewed.Held(i), end)
+		e.sh.unlockAndDeliver()
+	}
+	return true
+}
+
+// applyOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
+// Redis never shortens a lease), or not renewed. Called with sh.mu held, sh being h's shard.
+func (rn renewer) applyOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
+	c := rn.c
+	s := &h.acc[a]
+	if (h.lost || s.lost) && renewed && strings.HasPrefix(h.owner, c.id) {
+		// The reaper ended it while this renewal was in flight, which extended it after
+		// all: give its holds back rather than leave a lock held by nobody. (An owner
+		// from a context may also hold through another process: its lease bounds it.)
+		sh.oweHolds(h, a)
+		return
+	}
+	if h.lost || s.lost || !sh.holds.current(h) {
+		return // released, lost or replaced meanwhile
+	}
+	switch {
+	case renewed:
+		if end.After(s.expires) {
+			s.expires = end
+			h.syncEnd()
+		}
+		h.claimed, s.unacked = false, false
+	case h.releasing > 0:
+		// An Unlock in flight released it.
+	case sh.lanes.unlocking(holdKey{h.key, h.owner}):
+		// An Unlock whose reply was lost released it, or it lapsed: settling that Unlock
+		// tells which.
+	default:
+		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
+		sh.loseIn(h, a)
+	}
+}

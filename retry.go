@@ -1,0 +1,58 @@
+package rlock
+
+import (
+	"errors"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// backoff spaces retries after transport errors: 10ms doubling to 1s.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 5 * time.Millisecond} }
+
+func (b *backoff) next() time.Duration {
+	b.d = min(2*b.d, time.Second)
+	return b.d
+}
+
+// retryTransport runs try until it returns nil or an error that is not a transport error,
+// sleeping 10ms doubling between tries, and returns the last error once another try would
+// start after budget.
+func retryTransport(budget time.Duration, try func() error) error {
+	give := time.Now().Add(budget)
+	b := newBackoff()
+	for {
+		err := try()
+		if !isTransport(err) {
+			return err
+		}
+		d := b.next()
+		if time.Now().Add(d).After(give) {
+			return err
+		}
+		time.Sleep(d)
+	}
+}
+
+// isTransport reports whether err is a transport failure (the command may or may not have
+// run), as opposed to a reply from Redis, bad input or a closed client. A context error from
+// rueidis counts as transport even for a call made without a deadline: a connection that
+// another call's cancelled context was dialling fails every call queued on it that way.
+func isTransport(err error) bool {
+	if err == nil {
+		return false
+	}
+	var reply *rueidis.RedisError
+	switch {
+	case err == nil, errors.As(err, &reply), errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrNotReplicated), errors.Is(err, rueidis.ErrClosing):
+		return false
+	}
+	return true
+}
+
+// releaseBudget bounds the retries of one release, give-back or queue exit after transport
+// errors.
+const releaseBudget = 3 * time.Second
