@@ -183,11 +183,11 @@ func (h *hold) addSub(s sub) {
 }
 
 // localEnd is the moment this process takes a lease of d sent at sent to end: early enough
-// that Redis, which starts the lease when the request arrives, still has it then. The margin is
-// 1ms and 0.1% of d, whatever d: Redis counts a lease from the whole millisecond the script
-// runs in (a read-write mutex's or a semaphore's lapses when the server's clock reaches its
-// end), up to 1ms before the request arrived; the 0.1% covers clock rate differences. (A lease
-// of 1ms ends at once.)
+// that Redis, which starts the lease when the request arrives, still has it then. Redis is sent
+// d cut to whole milliseconds, so the end counts from that. The margin is 1ms and 0.1% of d,
+// whatever d: Redis counts a lease from the whole millisecond the script runs in (a read-write
+// mutex's or a semaphore's lapses when the server's clock reaches its end), up to 1ms before
+// the request arrived; the 0.1% covers clock rate differences. (A lease of 1ms ends at once.)
 func localEnd(sent time.Time, d time.Duration) time.Time {
-	return sent.Add(d - time.Millisecond - d/1000)
+	return sent.Add(d.Truncate(time.Millisecond) - time.Millisecond - d/1000)
 }

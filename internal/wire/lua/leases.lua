@@ -10,33 +10,31 @@
 -- hold writes 2 keys' worth of calls less). Scripts that read leases read both layouts; those
 -- that change holds or waiters move the lone hold into the zset first (spread).
 
+-- loneEnd returns the lease end (server ms) of hash H's lone hold: the hash's PEXPIRETIME, nil
+-- when it has no expiry. (Not the caller's TIME plus a PTTL: PTTL reads the clock again, maybe a
+-- millisecond later, and the lease would end that much early.)
+local function loneEnd(H)
+  local at = redis.call('pexpiretime', H)
+  if at > 0 then
+    return at
+  end
+  return nil
+end
+
 -- spread moves the lone hold lone (FIELD_LONE of hash H, as the caller read it; nil or false:
--- none) into leases zset L, its lease end t + the hash's PTTL, so that the caller finds every
--- hold there. A hash without expiry (edited) keeps the hold without a lease, as the zset layout
--- does a hold it has no entry for.
-local function spread(H, L, t, lone)
+-- none) into leases zset L, its lease end the hash's expiry (see loneEnd), so that the caller
+-- finds every hold there. A hash without expiry (edited) keeps the hold without a lease, as the
+-- zset layout does a hold it has no entry for.
+local function spread(H, L, lone)
   if not lone then
     return
   end
-  local ms = redis.call('pttl', H)
+  local at = loneEnd(H)
   redis.call('hdel', H, FIELD_LONE)
-  if ms > 0 then
-    redis.call('zadd', L, t + ms, lone)
-    redis.call('pexpire', L, ms)
+  if at then
+    redis.call('zadd', L, at, lone)
+    redis.call('pexpireat', L, at)
   end
-end
-
--- loneLease returns the lease end (server ms) of hash H's lone hold at t, or nil when H has
--- none (see spread); lone: FIELD_LONE as read.
-local function loneLease(H, t, lone)
-  if not lone then
-    return nil
-  end
-  local ms = redis.call('pttl', H)
-  if ms > 0 then
-    return t + ms
-  end
-  return nil
 end
 
 -- lapsed removes from leases zset L the holds whose lease ended by t and returns them.

@@ -125,7 +125,7 @@ end
 local spreadDone = false
 local function spreadOnce()
   if not spreadDone then
-    spread(H, L, t, f[8])
+    spread(H, L, f[8])
     spreadDone = true
   end
 end
@@ -184,8 +184,8 @@ end
 -- hold's is the hash's expiry.
 local last = {} -- (none without leases)
 if f[8] then
-  local ms = redis.call('pttl', H)
-  last = ms > 0 and {f[8], t + ms} or {}
+  local at = loneEnd(H)
+  last = at and {f[8], at} or {}
 elseif not noLeases then
   last = redis.call('zrange', L, -1, -1, 'WITHSCORES')
 end
