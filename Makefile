@@ -1,10 +1,9 @@
-# rlock: `make test` runs vet, staticcheck and the race-enabled test suite against a throwaway redis-server,
-# then the root package's suite and the chaos test (internal/chaos) again on a throwaway Redis
-# Cluster and on a throwaway Sentinel deployment, and short failover tests (internal/failover) on
-# deployments of their own, all on the system's Redis (7.0); then `make test-servers`: the root
-# suite, the chaos test and the cluster smoke tests on each of SERVERS; `make bench` runs the
-# benchmark comparison (bench/, its own module). otel/ (rlockotel) is a module of its own too,
-# vetted and tested with the root.
+# rlock: `make test` runs vet, staticcheck and the race-enabled test suite against a throwaway
+# redis-server; then, TESTJOBS at a time, each on servers of its own: the root package's suite
+# and the chaos test (internal/chaos) on a throwaway Redis Cluster and on a throwaway Sentinel
+# deployment, short failover tests (internal/failover), and on each of SERVERS the root suite,
+# the chaos test and the cluster smoke tests. `make bench` runs the benchmark comparison (bench/,
+# its own module). otel/ (rlockotel) is a module of its own too, vetted and tested with the root.
 GO ?= go
 BENCHFLAGS ?=
 TESTFLAGS ?=
@@ -15,28 +14,57 @@ CHAOSPAUSERUNS ?= 1
 # each once into a cache).
 SERVERS ?= redis-8.0 valkey-8.1
 
-.PHONY: test test-servers vet bench bench-quick bench-cluster gobench chaos chaos-pause
+.PHONY: test test-servers test-deployments test-cluster test-sentinel test-failover vet bench bench-quick bench-cluster gobench chaos chaos-pause
+
+# TESTJOBS: how many of the deployments' suites run at once. Each runs on servers of its own
+# (free ports, a temp dir) and spends most of its time waiting for leases to pass: the root
+# suite uses about a fifth of one core, so three at once fit on 2 cores.
+TESTJOBS ?= 3
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
-	$(MAKE) --no-print-directory test-servers
+	for s in $(SERVERS); do scripts/fetch-server.sh $$s >/dev/null || exit 1; done
+	$(MAKE) --no-print-directory -j$(TESTJOBS) --output-sync=target test-deployments
 
-# On each of SERVERS: the root suite and the chaos test on a throwaway server, the cluster smoke tests on a
-# throwaway 3+3 cluster (with a throwaway standalone server of the same version beside it), and
-# one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale slot map
-# sent to the old master, now a replica, and lets it go only in READONLY mode).
-test-servers:
-	set -e; for s in $(SERVERS); do \
-		t=$$(date +%s); \
-		RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos ; \
-		echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
-		RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
-			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
-		echo "test-servers: $$s cluster smoke in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
-		RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
-			$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' ./internal/failover ; \
-		echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"; \
-	done
+# The root suite and the chaos test on the Cluster, on Sentinel and on each of SERVERS, and the
+# failover tests, as separate targets so that make -j runs them side by side.
+test-deployments: test-cluster test-sentinel test-failover $(addprefix test-server-,$(SERVERS))
+
+# The root suite, the scripts' own tests (internal/wire: sharded pub/sub on a cluster) and the
+# chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel deployment (a
+# primary, 2 replicas, 3 sentinels): every test checks that nothing is left subscribed on any
+# node.
+test-cluster:
+	@set -e; t=$$(date +%s); RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
+		echo "test-cluster: in $$(($$(date +%s) - t))s"
+test-sentinel:
+	@set -e; t=$$(date +%s); RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
+		echo "test-sentinel: in $$(($$(date +%s) - t))s"
+
+# Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9 of
+# the lock's master with a hold and waiters, kill -9 of it right after a hold (its replica,
+# lacking the hold, takes over), and SENTINEL FAILOVER.
+test-failover:
+	@set -e; t=$$(date +%s); CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
+		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold)$$' ./internal/failover; \
+	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover; \
+		echo "test-failover: in $$(($$(date +%s) - t))s"
+
+# On each of SERVERS: the root suite and the chaos test on a throwaway server, the cluster smoke
+# tests on a throwaway 3+3 cluster (with a throwaway standalone server of the same version beside
+# it), and one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale
+# slot map sent to the old master, now a replica, and lets it go only in READONLY mode).
+test-servers: $(addprefix test-server-,$(SERVERS))
+test-server-%:
+	@set -e; s=$*; t=$$(date +%s); \
+	RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos ; \
+	echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
+	RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \
+		$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestClusterSmoke' . ; \
+	echo "test-servers: $$s cluster smoke in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
+	RLOCK_SERVER=$$s CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 scripts/with-cluster.sh \
+		$(GO) test -race -count=1 $(TESTFLAGS) -run '^TestFailover_clusterGraceful$$' ./internal/failover ; \
+	echo "test-servers: $$s cluster failover in $$(($$(date +%s) - t))s"
 
 # staticcheck, pinned; go run fetches and builds it once into the module cache.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -55,18 +83,6 @@ gotest:
 	$(GO) test -race -count=1 -p 1 $(TESTFLAGS) ./...
 	cd bench && $(GO) test -count=1 ./...
 	cd otel && $(GO) test -race -count=1 ./...
-	# The root suite, the scripts' own tests (internal/wire: sharded pub/sub on a cluster) and
-	# the chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel
-	# deployment (a primary, 2 replicas, 3 sentinels): every test checks that nothing is left
-	# subscribed on any node.
-	RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos
-	RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos
-	# Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9
-	# of the lock's master with a hold and waiters, kill -9 of it right after a hold (its
-	# replica, lacking the hold, takes over), and SENTINEL FAILOVER.
-	CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
-		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold)$$' ./internal/failover
-	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover
 
 # The chaos test alone, longer than in make test: 4 configurations of 15s each by default
 # (make chaos CHAOSFLAGS='-chaos.duration=60s' for more; -chaos.faults=false for a baseline).
