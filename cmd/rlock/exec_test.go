@@ -64,7 +64,8 @@ func TestExec_killedHolder(t *testing.T) {
 	pid, err := strconv.Atoi(holder.next(t, 5*time.Second).text)
 	require.NoError(t, err)
 	waiter := e.start("exec", "--watchdog", "1s", "k", "--", "echo", "in")
-	waiter.quiet(t, 500*time.Millisecond) // started, connected, waiting
+	e.waiting(t, "k", 1)
+	waiter.quiet(t, 50*time.Millisecond) // waiting, and nothing printed
 
 	require.NoError(t, syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL)) // rlock's group: not CMD's
 	killed := time.Now()
@@ -197,7 +198,8 @@ func TestExec_signals(t *testing.T) {
 	marker := filepath.Join(e.dir, "ran")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		waiter := e.start("exec", "sig", "--", "touch", marker)
-		waiter.quiet(t, 300*time.Millisecond)
+		e.waiting(t, "sig", 1)
+		waiter.quiet(t, 50*time.Millisecond)
 		waiter.signal(t, sig)
 		assert.Equal(t, 128+int(sig), waiter.wait(t, 5*time.Second))
 		assert.Contains(t, waiter.stderr.String(), `while waiting for mutex "sig"; CMD not run`)

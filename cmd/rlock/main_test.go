@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/rlock-go/rlock/internal/wire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,4 +305,23 @@ func envWithout(names ...string) []string {
 		}
 	}
 	return env
+}
+
+// waiting waits up to 10s until n clients are subscribed to the channel of the lock called
+// name (a plain Mutex's waiters are nowhere else in Redis): a process that has subscribed has
+// long installed its signal handlers and is waiting. A slow machine can take far more than a
+// fixed pause to start a race-enabled binary.
+func (e *testEnv) waiting(t *testing.T, name string, n int64) {
+	t.Helper()
+	ch := wire.NewKeys(e.prefix, name).Channel
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := e.admin.Do(context.Background(), e.admin.B().PubsubNumsub().Channel(ch).Build()).AsIntMap()
+		require.NoError(t, err)
+		if got[ch] >= n {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d of %d waiters subscribed to %s", got[ch], n, ch)
+		time.Sleep(10 * time.Millisecond)
+	}
 }
