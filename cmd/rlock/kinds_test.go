@@ -105,7 +105,7 @@ func TestExec_readers(t *testing.T) {
 
 	code, out, stderr := e.run("status", "cfg")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	lease := `, lease (2[89]\.\d+|30(\.0+)?)s left\n`
+	lease := `, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n`
 	assert.Regexp(t, `^cfg: rw_mutex held for reading by 2 owners \(key `+regexp.QuoteMeta(e.prefix)+`:\{cfg\}\)\n`+
 		`(reader reader-1: 1 hold`+lease+`reader reader-2: 1 hold`+lease+`|reader reader-2: 1 hold`+lease+`reader reader-1: 1 hold`+lease+`)$`, out)
 
@@ -143,7 +143,7 @@ func TestExec_writerStatus(t *testing.T) {
 	w.expect(t, "ready", 5*time.Second)
 	code, out, stderr := e.run("status", "doc")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^doc: rw_mutex held for writing \(key .*\)\nwriter wr: 1 hold, lease (2[89]\.\d+|30(\.0+)?)s left\n$`, out)
+	assert.Regexp(t, `^doc: rw_mutex held for writing \(key .*\)\nwriter wr: 1 hold, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n$`, out)
 
 	// The writer's CMD takes a read hold as the same owner (at once) and shows the status.
 	nested := append([]string{"--read", "--owner", "wr", "--wait", "0", "doc", "--", rlockBin}, e.argv("status", "doc")...)
@@ -189,7 +189,7 @@ func TestExec_semaphore(t *testing.T) {
 
 	code, out, stderr := e.run("status", "pool")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	hold := `hold \S+: 1 permit, lease (2[89]\.\d+|30(\.0+)?)s left\n`
+	hold := `hold \S+: 1 permit, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n`
 	assert.Regexp(t, `^pool: semaphore, 2 of 2 permits out \(key `+regexp.QuoteMeta(e.prefix)+`:\{pool\}\)\n`+hold+hold+`$`, out)
 
 	third := e.start("exec", "--semaphore", "2", "pool", "--", "sh", "-c", `echo "in [$RLOCK_NAME] [$RLOCK_OWNER]"`)
