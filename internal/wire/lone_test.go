@@ -135,3 +135,27 @@ func TestLoneHold(t *testing.T) {
 		assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases, k.Queue, k.Deadlines), "nothing left")
 	})
 }
+
+// A lone hold met in the last millisecond of its lease (PTTL 0, the hash not yet expired) is
+// moved into the leases as lapsed, never as a hold without a lease: before, spread dropped it
+// from FIELD_LONE without a lease, and a waiter's attempt then kept the hash alive with the
+// hold's permit in use for good (a Semaphore Acquire with WithLease(5ms) waited 8m49s in a
+// root-suite run). Each round: X takes the only permit for 1ms, Y joins the queue at once, then
+// Y retries until it holds; every round must end with Y holding within 100ms.
+func TestLoneHold_lastMillisecond(t *testing.T) {
+	l := newLab(t)
+	k := l.keys("semlast")
+	acquire := func(id, lease string) []int64 {
+		return l.ints(SemAcquire, k.Sem(), SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take,
+			Permits: "1", N: "1", FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings())
+	}
+	for round := range 300 {
+		require.Equal(t, int64(1), acquire("X", "1")[0], "round %d: X takes the free permit", round)
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for acquire("Y", "1")[0] != 1 {
+			require.True(t, time.Now().Before(deadline), "round %d: X's 1ms lease never lapsed: %v", round, l.hash(k.Lock))
+			time.Sleep(200 * time.Microsecond)
+		}
+		l.int("DEL", k.Lock, k.Leases, k.Queue, k.Deadlines)
+	}
+}

@@ -22,10 +22,13 @@ local function loneEnd(H)
 end
 
 -- spread moves the lone hold lone (FIELD_LONE of hash H, as the caller read it; nil or false:
--- none) into leases zset L, its lease end the hash's expiry (see loneEnd), so that the caller
--- finds every hold there. A hash without expiry (edited) keeps the hold without a lease, as the
--- zset layout does a hold it has no entry for.
-local function spread(H, L, lone)
+-- none) into leases zset L at t, its lease end the hash's expiry (see loneEnd), so that the
+-- caller finds every hold there. A lease that ends by t is moved too, for the caller or the next
+-- script to drop as lapsed: L lives at least 1ms (an expiry in the past would delete L, and the
+-- hold would be left in H without a lease, holding its permits for as long as H lives). A hash
+-- without expiry (edited) keeps the hold without a lease, as the zset layout does a hold it has
+-- no entry for.
+local function spread(H, L, t, lone)
   if not lone then
     return
   end
@@ -33,7 +36,7 @@ local function spread(H, L, lone)
   redis.call('hdel', H, FIELD_LONE)
   if at then
     redis.call('zadd', L, at, lone)
-    redis.call('pexpireat', L, at)
+    redis.call('pexpire', L, math.max(at - t, 1))
   end
 end
 

@@ -125,7 +125,7 @@ end
 local spreadDone = false
 local function spreadOnce()
   if not spreadDone then
-    spread(H, L, f[8])
+    spread(H, L, t, f[8])
     spreadDone = true
   end
 end

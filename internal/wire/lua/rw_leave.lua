@@ -36,7 +36,7 @@ dropLapsedRW(H, L, t)
 local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6]))
 local granted = redis.call('hmget', H, FIELD_GRANT .. field, field)
 if removed or (granted[1] == req and granted[2]) then
-  spread(H, L, top[2]) -- a lone hold's lease goes into the leases (see leases.lua)
+  spread(H, L, t, top[2]) -- a lone hold's lease goes into the leases (see leases.lua)
 end
 if granted[1] == req and granted[2] then
   redis.call('hdel', H, FIELD_GRANT .. field)

@@ -111,7 +111,7 @@ end
 -- else from the leases, where every hold is (another's lone hold moves there first).
 local lone = got[7] == field
 if not lone then
-  spread(H, L, got[7])
+  spread(H, L, t, got[7])
 end
 mine[acc] = 0
 local left = total()

@@ -77,7 +77,7 @@ if stored and stored ~= ARGV[5] and
     (got[5] or redis.call('zcount', L, '(' .. t, '+inf') > 0 or redis.call('zcount', D, '(' .. t, '+inf') > 0) then
   return {-3, tonumber(stored)}
 end
-spread(H, L, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
+spread(H, L, t, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
 
 local used, mine = math.max(tonumber(got[3] or '0'), 0), got[4]
 if #deadL > 0 then

@@ -12,7 +12,7 @@ redis.call('llen', Q)
 redis.call('zcard', D)
 local t = now()
 local held = got[3] ~= false or redis.call('zcount', L, '(' .. t, '+inf') > 0 -- a lone hold is live
-spread(H, L, got[3]) -- a lone hold's lease goes into the leases (see leases.lua)
+spread(H, L, t, got[3]) -- a lone hold's lease goes into the leases (see leases.lua)
 for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
   redis.call('hdel', H, id)
 end

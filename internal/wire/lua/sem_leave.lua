@@ -16,7 +16,7 @@ if not removed and not got[3] then
   return 0
 end
 local t = now()
-spread(H, L, got[4]) -- a lone hold's lease goes into the leases (see leases.lua)
+spread(H, L, t, got[4]) -- a lone hold's lease goes into the leases (see leases.lua)
 local used = dropLapsedSem(H, L, t)
 if got[3] and redis.call('hexists', H, id) == 1 then
   used = used - tonumber(got[3])

@@ -34,7 +34,7 @@ local t = now()
 -- raises with nothing changed): the holds whose lease ended, and the queue's live head.
 local dead = redis.call('zrangebyscore', L, '-inf', t)
 local head = liveHead(Q, D, t, first)
-spread(H, L, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
+spread(H, L, t, got[5]) -- a lone hold's lease goes into the leases: every hold is there below
 local used, lapsedHolds = dropLapsedSem(H, L, t, tonumber(got[3] or '0'), dead)
 local n = got[4]
 if lapsedHolds > 0 then
