@@ -77,7 +77,10 @@ type hold struct {
 	// while its context lives, and those that ended are pruned as new ones are added.
 	subs     []sub
 	pruneAt  int
-	furthest atomic.Int64 // latest lease end (UnixNano) any hold of this record was given
+	// furthest is, per access, the latest lease end (UnixNano) any hold of this record in it
+	// was given: a fixed-lease context whose deadline passed before it is superseded by a later
+	// hold of its own access (the other access's lease does not hold this one).
+	furthest [accesses]atomic.Int64
 
 	// endNano is the latest local lease end of its live accesses (see live), as UnixNano: the
 	// end of its hold contexts without a fixed lease, which compare it with the clock without

@@ -108,14 +108,15 @@ type ctxUnlock struct {
 }
 
 // leaseEnd is the deadline cause of a hold context with a fixed lease. It unwraps to
-// ErrLockLost, or to context.DeadlineExceeded when a later hold pushed the lease past the
-// context's deadline (the lock is still held, only this context ended).
+// ErrLockLost, or to context.DeadlineExceeded when a later hold in the same access pushed the
+// lease past the context's deadline (the lock is still held, only this context ended).
 type leaseEnd struct {
 	h        *hold
+	acc      access
 	deadline time.Time
 }
 
-func (e *leaseEnd) superseded() bool { return e.h.furthest.Load() > e.deadline.UnixNano() }
+func (e *leaseEnd) superseded() bool { return e.h.furthest[e.acc].Load() > e.deadline.UnixNano() }
 
 func (e *leaseEnd) Error() string {
 	if e.superseded() {
@@ -151,9 +152,9 @@ func (j holdOnly) Value(key any) any {
 	return j.hold.Value(key)
 }
 
-// holdContext derives the hold context of h, whose new hold has fencing token token and (with
-// a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
-func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
+// newHoldContext derives the hold context of h, whose new hold in access acc has fencing token
+// token and (with a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
+func newHoldContext(parent context.Context, lk *lock, h *hold, acc access, token int64, end time.Time) context.Context {
 	key := lk.ctxKey
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
@@ -178,7 +179,7 @@ func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end 
 	var cause error = ErrLockLost
 	if lk.lease > 0 {
 		var stop context.CancelFunc
-		cause = &leaseEnd{h: h, deadline: end}
+		cause = &leaseEnd{h: h, acc: acc, deadline: end}
 		ctx, stop = context.WithDeadlineCause(ctx, end, cause)
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}

@@ -39,12 +39,9 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 		// Redis started a fresh hold in this access (or re-entered one this process saw lost),
 		// so the holds recorded here in it had already ended; or a hold context of h found the
 		// clock past h's end and ended them all (see clocked) before the reaper came round to
-		// it: this hold starts a new record.
-		if h.releasing > 0 {
-			sh.finish(h, context.Canceled)
-		} else {
-			sh.lose(h)
-		}
+		// it: this hold starts a new record. (No release of h is in flight: a release keeps
+		// the owner's lane, which this acquisition holds, until its outcome is applied.)
+		sh.lose(h)
 		h = nil
 	}
 	if h == nil {
@@ -77,10 +74,10 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 		h.syncEnd()
 		r.end, r.moved = end, true
 	}
-	if e := end.UnixNano(); e > h.furthest.Load() {
-		h.furthest.Store(e)
+	if e := end.UnixNano(); e > h.furthest[acc].Load() {
+		h.furthest[acc].Store(e)
 	}
-	ctx := newHoldContext(parent, lk, h, a.token, end)
+	ctx := newHoldContext(parent, lk, h, acc, a.token, end)
 	sh.unlockAndDeliver()
 	return ctx, r, nil
 }

@@ -200,3 +200,41 @@ func TestRWModes_restartEndsMixedHolds(t *testing.T) {
 	}
 	e.Dep.WaitSteady(t, 20*time.Second) // (its node connections meet the restart here, not in the clean-up)
 }
+
+// TestRWModes_fixedLeaseEndCause: a fixed-lease hold context whose lease ran out, beside a
+// longer lease of the owner's other mode, ends with ErrLockLost: the other mode's lease does
+// not hold its mode (the cause says "still held by a later hold" only for a later hold of the
+// same mode). Both ways round: a 100ms read hold beside a 2s write hold, a 100ms write hold
+// beside a 2s read hold.
+func TestRWModes_fixedLeaseEndCause(t *testing.T) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{})
+		short, long := rlock.WithLease(100*time.Millisecond), rlock.WithLease(2*time.Second)
+
+		w, err := k.rw(c, "a", long).Lock(bg)
+		require.NoError(t, err)
+		r, err := k.rw(c, "a", short).RLock(rlock.WithOwner(bg, mustOwner(t, w)))
+		require.NoError(t, err)
+		w2, err := k.rw(c, "b", short).Lock(bg)
+		require.NoError(t, err)
+		r2, err := k.rw(c, "b", long).RLock(rlock.WithOwner(bg, mustOwner(t, w2)))
+		require.NoError(t, err)
+		time.Sleep(150 * time.Millisecond)
+		expired(t, r)
+		expired(t, w2)
+		t.Logf("the 100ms read hold's cause: %v; the 100ms write hold's: %v", context.Cause(r), context.Cause(w2))
+		assert.ErrorIs(t, context.Cause(r), rlock.ErrLockLost, "the read lease ran out")
+		assert.NotErrorIs(t, context.Cause(r), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(w2), rlock.ErrLockLost, "the write lease ran out")
+		assert.NotErrorIs(t, context.Cause(w2), context.DeadlineExceeded)
+		assert.NoError(t, w.Err())
+		assert.NoError(t, r2.Err())
+
+		assert.ErrorIs(t, k.rw(c, "a").RUnlock(r), rlock.ErrLockLost)
+		assert.NoError(t, k.rw(c, "a").Unlock(w))
+		assert.ErrorIs(t, k.rw(c, "b").Unlock(w2), rlock.ErrLockLost)
+		assert.NoError(t, k.rw(c, "b").RUnlock(r2))
+		requireNothingHeld(t, e, "every hold is over")
+	})
+}
