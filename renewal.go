@@ -242,8 +242,10 @@ func (rn renewer) applyOne(e renewee, renewed bool, end time.Time) {
 		rn.giveBack(e)
 		return
 	}
-	if h.lost || s.lost || !sh.holds.current(h) || h.acc[a] != s {
-		return // released, lost or replaced meanwhile
+	if h.lost || s.lost || s.count == 0 || !sh.holds.current(h) || h.acc[a] != s {
+		// Released (its last hold: a downgrade ends the write run so), lost or replaced
+		// meanwhile.
+		return
 	}
 	switch {
 	case renewed:

@@ -446,3 +446,35 @@ func TestRWModes_retakeLapsedModeKeepsOther(t *testing.T) {
 		require.NoError(t, other.Unlock(got.h))
 	})
 }
+
+// TestRWModes_renewalAfterDowngrade: a renewal that reaches Redis after the owner released its
+// write hold (a downgrade) finds the write hold gone; that is the release, not a loss. The
+// owner holds for writing with the watchdog (WatchdogTimeout 600ms) and for reading through the
+// write hold's context; the fault proxy holds a renewal of both back while the Unlock runs.
+// The write context (the owner is a reader) and the read context nested in it live on.
+func TestRWModes_renewalAfterDowngrade(t *testing.T) {
+	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
+		e := newEnv(t)
+		p := e.newProxy()
+		c := e.through(p).pooledClient(rlock.Options{WatchdogTimeout: 600 * time.Millisecond})
+		m := k.rw(c, "d")
+		w, err := m.Lock(bg)
+		require.NoError(t, err)
+		r, err := m.RLock(w) // nested in the write hold's context
+		require.NoError(t, err)
+
+		flow := p.HoldRequest(matchScript("rw_renew.lua", e.LockKey("d")))
+		defer flow()
+		awaitFired(t, p, 1, 2*time.Second, "a renewal of both holds")
+		require.NoError(t, m.Unlock(w), "the downgrade")
+		flow() // the renewal runs in Redis after the Unlock: the write hold is not held
+		time.Sleep(50 * time.Millisecond)
+
+		wErr, rErr := w.Err(), r.Err()
+		t.Logf("after the late renewal: write context %v (cause %v), read context %v", wErr, context.Cause(w), rErr)
+		assert.NoError(t, wErr, "the owner is a reader: the write context lives on")
+		assert.NoError(t, rErr, "the read hold lives on")
+		assert.NoError(t, m.RUnlock(r), "the read hold is released in Redis")
+		requireNothingHeld(t, e, "every hold is over")
+	})
+}
