@@ -449,14 +449,15 @@ func TestRWModes_retakeLapsedModeKeepsOther(t *testing.T) {
 
 // TestRWModes_renewalAfterDowngrade: a renewal that reaches Redis after the owner released its
 // write hold (a downgrade) finds the write hold gone; that is the release, not a loss. The
-// owner holds for writing with the watchdog (WatchdogTimeout 600ms) and for reading through the
-// write hold's context; the fault proxy holds a renewal of both back while the Unlock runs.
-// The write context (the owner is a reader) and the read context nested in it live on.
+// owner holds for writing with the watchdog (WatchdogTimeout 1.5s: the Unlock has a second
+// before the write lease would lapse) and for reading through the write hold's context; the
+// fault proxy holds a renewal of both back while the Unlock runs. The write context (the owner
+// is a reader) and the read context nested in it live on.
 func TestRWModes_renewalAfterDowngrade(t *testing.T) {
 	rwKindsInParallel(t, func(t *testing.T, k lockKind) {
 		e := newEnv(t)
 		p := e.newProxy()
-		c := e.through(p).pooledClient(rlock.Options{WatchdogTimeout: 600 * time.Millisecond})
+		c := e.through(p).pooledClient(rlock.Options{WatchdogTimeout: 1500 * time.Millisecond})
 		m := k.rw(c, "d")
 		w, err := m.Lock(bg)
 		require.NoError(t, err)
