@@ -13,8 +13,11 @@ import (
 type clocked struct {
 	context.Context // the hold context as built (see newHoldContext)
 	h               *hold
+	// run, for a context taken in write mode of an RWMutex, is the run of write holds it was
+	// taken in, whose end (accessHold.endNano) is its end while the run has holds; nil: none.
+	run *accessHold
 	// deadline, for a context with a fixed lease, is its own end (UnixNano); 0: the context
-	// lives as long as its hold, whose local end (h.endNano) the watchdog moves.
+	// lives as long as its hold, whose local end (h.endNano, or run's) the watchdog moves.
 	deadline int64
 	// trip ends the context with cause when the clock has passed its end.
 	trip  context.CancelCauseFunc
@@ -32,6 +35,11 @@ func (c *clocked) check() {
 	end := c.deadline
 	if end == 0 {
 		end = c.h.endNano.Load()
+		if c.run != nil {
+			if e := c.run.endNano.Load(); e != 0 {
+				end = e
+			}
+		}
 	}
 	if time.Now().UnixNano() >= end && c.Context.Err() == nil {
 		c.trip(c.cause)
@@ -71,12 +79,12 @@ func (c *clocked) Value(key any) any {
 func (c *clocked) String() string { return "rlock hold context" }
 
 // clock wraps ctx, a hold context of h built by newHoldContext, in its clocked layer. base ends the
-// contexts of the hold as a whole (a watchdog hold's end is the hold's). A context with a fixed
-// lease ending at end (lease > 0) gets a cancellable layer of its own, so that the clock can end
-// it with its deadline's cause.
-func clock(ctx context.Context, h *hold, base context.CancelCauseFunc, lease bool, end time.Time, cause error) *clocked {
+// contexts of the hold in its access as a whole (a watchdog hold's end is the hold's, or that of
+// its write run r: nil for none). A context with a fixed lease ending at end (lease > 0) gets a
+// cancellable layer of its own, so that the clock can end it with its deadline's cause.
+func clock(ctx context.Context, h *hold, r *accessHold, base context.CancelCauseFunc, lease bool, end time.Time, cause error) *clocked {
 	if !lease {
-		return &clocked{Context: ctx, h: h, trip: base, cause: ErrLockLost}
+		return &clocked{Context: ctx, h: h, run: r, trip: base, cause: ErrLockLost}
 	}
 	own, cancel := context.WithCancelCause(ctx)
 	return &clocked{Context: own, h: h, deadline: end.UnixNano(), trip: cancel, cause: cause}
@@ -86,6 +94,8 @@ func clock(ctx context.Context, h *hold, base context.CancelCauseFunc, lease boo
 // guarded by the mutex of h's shard.
 type holdCtx struct {
 	h     *hold
+	run   *accessHold // the run of holds of h its hold joined, in access acc
+	acc   access
 	token int64
 	trip  context.CancelCauseFunc // ends this context and those nested in it (see clocked)
 
@@ -94,10 +104,23 @@ type holdCtx struct {
 	unlock [accesses]ctxUnlock
 }
 
-// seenLost reports whether hc (nil: none) carries a hold in access acc whose loss this process
-// saw, with no release of it in flight. Called with the mutex of hc's shard held.
-func (hc *holdCtx) seenLost(acc access) bool {
-	return hc != nil && hc.h.acc[acc].lost && hc.h.acc[acc].count > 0 && hc.unlock[acc].request == ""
+// lostRun returns the run of holds in access acc that a release through hc (nil: none) would
+// release if this process saw it lost, it still counts holds and no release of it through hc
+// is in flight; otherwise nil. In hc's own access that run is the one hc's hold joined (a later
+// run of the owner is not its hold's), in the other the owner's current run in hc's record.
+// Called with the mutex of hc's shard held.
+func (hc *holdCtx) lostRun(acc access) *accessHold {
+	if hc == nil {
+		return nil
+	}
+	s := hc.h.acc[acc]
+	if hc.acc == acc {
+		s = hc.run
+	}
+	if s.lost && s.count > 0 && hc.unlock[acc].request == "" {
+		return s
+	}
+	return nil
 }
 
 // ctxUnlock is a release given a hold context whose reply was lost (see lane.keepUnlock).
@@ -108,14 +131,16 @@ type ctxUnlock struct {
 }
 
 // leaseEnd is the deadline cause of a hold context with a fixed lease. It unwraps to
-// ErrLockLost, or to context.DeadlineExceeded when a later hold pushed the lease past the
-// context's deadline (the lock is still held, only this context ended).
+// ErrLockLost, or to context.DeadlineExceeded when a later hold of its run pushed the lease
+// past the context's deadline (the lock is still held in that access, only this context
+// ended). The owner's holds in the other access (an RWMutex's other mode) do not count: they
+// hold another lease.
 type leaseEnd struct {
-	h        *hold
+	run      *accessHold
 	deadline time.Time
 }
 
-func (e *leaseEnd) superseded() bool { return e.h.furthest.Load() > e.deadline.UnixNano() }
+func (e *leaseEnd) superseded() bool { return e.run.furthest.Load() > e.deadline.UnixNano() }
 
 func (e *leaseEnd) Error() string {
 	if e.superseded() {
@@ -151,24 +176,31 @@ func (j holdOnly) Value(key any) any {
 	return j.hold.Value(key)
 }
 
-// holdContext derives the hold context of h, whose new hold has fencing token token and (with
-// a fixed lease) ends at end, from parent. Called with h's shard's mutex held.
-func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end time.Time) context.Context {
+// newHoldContext derives the hold context of h, whose new hold joined run s in access acc, has
+// fencing token token and (with a fixed lease) ends at end, from parent. Called with h's
+// shard's mutex held.
+func newHoldContext(parent context.Context, lk *lock, h *hold, s *accessHold, acc access, token int64, end time.Time) context.Context {
 	key := lk.ctxKey
 	prev, _ := parent.Value(key).(*holdCtx)
 	ctx := parent
 	var trip context.CancelCauseFunc
+	var writes *accessHold // s, if it is an RWMutex's write run (see clocked.run)
+	if lk.modes && acc == exclusive {
+		writes = s
+	}
 	switch {
-	case prev != nil && prev.h == h:
-		// Nested in a live hold context of h, whose cancellation reaches this one.
+	case prev != nil && prev.h == h && (acc == shared || prev.acc == exclusive):
+		// Nested in a live hold context of h, whose cancellation reaches this one: it ends with
+		// the record, and a write hold's with the write lease too (see hold.bases).
 		trip = prev.trip
 	case parent.Done() == nil:
-		ctx = holdOnly{Context: parent, hold: h.ctx}
-		trip = h.cancel
+		b := h.base(acc)
+		ctx = holdOnly{Context: parent, hold: b.ctx}
+		trip = b.cancel
 	default:
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(parent)
-		h.addSub(sub{ctx, cancel})
+		h.addSub(sub{ctx, cancel, acc})
 		trip = cancel
 	}
 	var owner any // the clocked layer carries h's owner unless ctx does
@@ -178,12 +210,12 @@ func newHoldContext(parent context.Context, lk *lock, h *hold, token int64, end 
 	var cause error = ErrLockLost
 	if lk.lease > 0 {
 		var stop context.CancelFunc
-		cause = &leaseEnd{h: h, deadline: end}
+		cause = &leaseEnd{run: s, deadline: end}
 		ctx, stop = context.WithDeadlineCause(ctx, end, cause)
 		_ = stop // its timer goes when the deadline passes or the hold ends, whichever is first
 	}
-	c2 := clock(ctx, h, trip, lk.lease > 0, end, cause)
-	c2.key, c2.hc, c2.owner = key, holdCtx{h: h, token: token, trip: trip}, owner
+	c2 := clock(ctx, h, writes, trip, lk.lease > 0, end, cause)
+	c2.key, c2.hc, c2.owner = key, holdCtx{h: h, run: s, acc: acc, token: token, trip: trip}, owner
 	return c2
 }
 

@@ -29,7 +29,10 @@ type lock struct {
 	// ownerless: every acquire is a new hold named by its request id, and hold contexts carry
 	// no owner (Semaphore).
 	ownerless bool
-	err       error // invalid name or option: returned by every call
+	// modes: an owner holds it in two accesses (an RWMutex), each with a fate of its own: the
+	// contexts of its write holds end when their lease is lost (see accessHold.ctx).
+	modes bool
+	err   error // invalid name or option: returned by every call
 
 	leaseMs string // leaseFor() in milliseconds, as the scripts take it
 	claimMs string // claimFor() in milliseconds

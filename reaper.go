@@ -66,8 +66,8 @@ func (r *reaper) run() {
 				// Each access lapses on its own (an RWMutex owner's read and write holds have a
 				// lease each); the record ends when none is left.
 				lapsed := false
-				for i := range h.acc {
-					s := &h.acc[i]
+				var watched [accesses]bool // accesses whose runs lapsed with watchdog holds
+				for i, s := range h.acc {
 					switch {
 					case s.count == 0 || s.lost:
 						continue
@@ -77,13 +77,14 @@ func (r *reaper) run() {
 					}
 					s.lost, lapsed = true, true
 					if s.renews {
+						watched[i] = true
 						c.opts.Logger.Warn("rlock: lock lost: lease ran out before a renewal succeeded",
 							"lock", h.lk.name, "owner", h.owner)
 						if s.unacked {
 							// The primary extended it: give it back there (the watchdog, at
 							// once), rather than leave the name held by nobody until that lease
 							// runs out.
-							sh.oweHolds(h, access(i))
+							sh.oweHolds(h, access(i), s.count)
 							r.wd.renewSoon(now)
 						}
 					}
@@ -91,6 +92,12 @@ func (r *reaper) run() {
 				switch {
 				case !lapsed:
 				case h.live():
+					// The other access lives on. The contexts taken in write mode of an RWMutex
+					// end (see hold.bases), but those of only fixed leases, left to their
+					// deadlines (which have all passed), whose cause says more.
+					if watched[exclusive] && h.lk.modes {
+						h.endWrites()
+					}
 					h.syncEnd()
 				case h.renews:
 					sh.lose(h)

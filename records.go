@@ -35,29 +35,25 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 		return nil, r, err
 	}
 	h := sh.holds.get(holdKey{lk.keys.Lock, owner})
-	if h != nil && (h.acc[acc].count > 0 && (a.count == 1 || h.acc[acc].lost) || h.ctx.Err() != nil) {
-		// Redis started a fresh hold in this access (or re-entered one this process saw lost),
-		// so the holds recorded here in it had already ended; or a hold context of h found the
-		// clock past h's end and ended them all (see clocked) before the reaper came round to
-		// it: this hold starts a new record.
-		if h.releasing > 0 {
-			sh.finish(h, context.Canceled)
-		} else {
-			sh.lose(h)
+	if s := h.liveIn(acc); s != nil && (a.count == 1 || s.lost || h.ended(acc)) {
+		// Redis started a fresh hold in this access (or re-entered one this process saw lost,
+		// or whose contexts found the clock past their end before the reaper came round to
+		// them), so the holds of the run recorded here in it had ended: that run is lost (the
+		// owner's lane is this call's, so no release of it is in flight) and this hold starts
+		// a new one. The owner's holds in the other access, and their contexts, live on; a
+		// record with nothing else live ends lost, and this hold starts a new record.
+		sh.loseIn(h, acc)
+		if !sh.holds.current(h) {
+			h = nil
 		}
-		h = nil
 	}
 	if h == nil {
-		h = &hold{key: lk.keys.Lock, owner: owner, lk: lk, token: a.token, pruneAt: 8}
-		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		h = newHold(lk, owner, a.token)
 		sh.holds.add(h)
 		sh.holdStarted(h)
 		r.first = sh.records.Add(1) == 1
 	}
-	s := &h.acc[acc]
-	if s.count == 0 {
-		*s = accessHold{} // its earlier holds were all released
-	}
+	s := h.run(acc)
 	s.count++
 	s.renews = s.renews || lk.lease == 0
 	h.renews = h.renews || s.renews
@@ -77,10 +73,10 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 		h.syncEnd()
 		r.end, r.moved = end, true
 	}
-	if e := end.UnixNano(); e > h.furthest.Load() {
-		h.furthest.Store(e)
+	if e := end.UnixNano(); e > s.furthest.Load() {
+		s.furthest.Store(e)
 	}
-	ctx := newHoldContext(parent, lk, h, a.token, end)
+	ctx := newHoldContext(parent, lk, h, s, acc, a.token, end)
 	sh.unlockAndDeliver()
 	return ctx, r, nil
 }
@@ -160,19 +156,23 @@ func (sh *shard) retire(h *hold, cause error) {
 // keeps it alive (holds that lapse and are never unlocked cost nothing).
 func (sh *shard) lose(h *hold) {
 	h.lost = true
-	for i := range h.acc {
-		h.acc[i].lost = true
+	for _, s := range h.acc {
+		s.lost = true
 	}
 	sh.finish(h, ErrLockLost)
 }
 
-// loseIn marks h's holds in access a lost: their releases report ErrLockLost. The record and
-// its contexts live on while another access is live; otherwise h is lost.
+// loseIn marks h's current run of holds in access a lost: their releases report ErrLockLost.
+// The record lives on while another access is live (otherwise h is lost), and so do its
+// contexts but, for an RWMutex's write holds, those taken in write mode (see hold.bases).
 func (sh *shard) loseIn(h *hold, a access) {
 	h.acc[a].lost = true
 	if !h.live() {
 		sh.lose(h)
 		return
+	}
+	if a == exclusive && h.lk.modes {
+		h.endWrites()
 	}
 	h.syncEnd()
 }

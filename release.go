@@ -35,11 +35,11 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 		}
 	}
 	sh.mu.Lock()
-	if hc.seenLost(acc) {
+	if s := hc.lostRun(acc); s != nil {
 		// A hold of this context in this access whose loss the library already saw: Redis is
-		// not touched (the owner id may hold the lock anew, through another process), and the
-		// holds of the other access (and the contexts) live on.
-		hc.h.acc[acc].count--
+		// not touched (the owner id may hold the lock anew, through another process or a later
+		// run of holds), and the holds of the other access (and their contexts) live on.
+		s.count--
 		sh.mu.Unlock()
 		return lk.errorf("%w", ErrLockLost)
 	}
@@ -60,10 +60,10 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 		sh.mu.Unlock()
 		return res // this call retries a release whose request was settled meanwhile
 	}
-	if hc.seenLost(acc) {
+	if s := hc.lostRun(acc); s != nil {
 		// Lost while this call waited for the lane (the reaper may also have removed the
 		// record, which the lookup below would no longer find: ErrNotHeld): as above.
-		hc.h.acc[acc].count--
+		s.count--
 		sh.mu.Unlock()
 		return lk.errorf("%w", ErrLockLost)
 	}

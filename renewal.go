@@ -51,7 +51,7 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 			g := group{script, c.slotOf(h.key)}
 			for i, s := range h.acc {
 				if s.count > 0 && s.renews && !s.lost {
-					bySlot[g] = append(bySlot[g], renewee{sh, h, access(i)})
+					bySlot[g] = append(bySlot[g], renewee{sh, h, access(i), s})
 					wait = max(wait, s.expires.Sub(now))
 				}
 			}
@@ -164,11 +164,13 @@ type renewChunk struct {
 }
 
 // renewee is what one renewal extends: the holds of a record in one access (an RWMutex renews
-// an owner's read and write leases apart; the other kinds have one access).
+// an owner's read and write leases apart; the other kinds have one access), those of one run:
+// its outcome is that run's, not a later one's that the owner started meanwhile.
 type renewee struct {
 	sh  *shard // h's shard
 	h   *hold
 	acc access
+	run *accessHold // h's run in acc when the renewal was sent
 }
 
 // args returns the script's keys (each hold's, as its kind names them) and arguments (the
@@ -199,10 +201,10 @@ func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err erro
 			if !renewed.Held(i) {
 				continue
 			}
-			h, s, sh := e.h, &e.h.acc[e.acc], e.sh
+			h, s, sh := e.h, e.run, e.sh
 			sh.mu.Lock()
-			if (h.lost || s.lost) && !s.unacked && strings.HasPrefix(h.owner, c.id) {
-				sh.oweHolds(h, e.acc) // ended while this renewal was in flight (as below)
+			if (h.lost || s.lost) && !s.unacked {
+				rn.giveBack(e) // ended while this renewal was in flight (as below)
 			}
 			s.unacked = true
 			sh.mu.Unlock()
@@ -221,26 +223,29 @@ func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err erro
 	end := localEnd(sent, c.lease)
 	for i, e := range holds {
 		e.sh.mu.Lock()
-		rn.applyOne(e.sh, e.h, e.acc, renewed.Held(i), end)
+		rn.applyOne(e, renewed.Held(i), end)
 		e.sh.unlockAndDeliver()
 	}
 	return true
 }
 
-// applyOne applies a renewal's outcome to h's holds in access a: renewed until end (or later:
-// Redis never shortens a lease), or not renewed. Called with sh.mu held, sh being h's shard.
-func (rn renewer) applyOne(sh *shard, h *hold, a access, renewed bool, end time.Time) {
-	c := rn.c
-	s := &h.acc[a]
-	if (h.lost || s.lost) && renewed && strings.HasPrefix(h.owner, c.id) {
+// applyOne applies a renewal's outcome to the run of holds e: renewed until end (or later:
+// Redis never shortens a lease), or not renewed. An outcome for a run that ended meanwhile
+// (released, lost, or its record replaced) is not the current run's: the owner may have
+// started a new run in that access since, whose lease the renewal did not see (or extended,
+// if it ran later). Called with the mutex of e's shard held.
+func (rn renewer) applyOne(e renewee, renewed bool, end time.Time) {
+	c, sh, h, a, s := rn.c, e.sh, e.h, e.acc, e.run
+	if (h.lost || s.lost) && renewed {
 		// The reaper ended it while this renewal was in flight, which extended it after
-		// all: give its holds back rather than leave a lock held by nobody. (An owner
-		// from a context may also hold through another process: its lease bounds it.)
-		sh.oweHolds(h, a)
+		// all: give its holds back rather than leave a lock held by nobody.
+		rn.giveBack(e)
 		return
 	}
-	if h.lost || s.lost || !sh.holds.current(h) {
-		return // released, lost or replaced meanwhile
+	if h.lost || s.lost || s.count == 0 || !sh.holds.current(h) || h.acc[a] != s {
+		// Released (its last hold: a downgrade ends the write run so), lost or replaced
+		// meanwhile.
+		return
 	}
 	switch {
 	case renewed:
@@ -258,4 +263,21 @@ func (rn renewer) applyOne(sh *shard, h *hold, a access, renewed bool, end time.
 		c.opts.Logger.Warn("rlock: lock lost: owner no longer holds it", "lock", h.lk.name, "owner", h.owner)
 		sh.loseIn(h, a)
 	}
+}
+
+// giveBack queues the give-back of the holds of e, a run this process saw lost that a renewal
+// extended in Redis after all, rather than leave the lock held by nobody until that lease runs
+// out. An owner from a context may also hold through another process, and one of this process
+// that started a new run in that access since may hold it through the lease the renewal
+// extended (Redis keeps one count per owner and mode): those are left to their lease. Called
+// with the mutex of e's shard held.
+func (rn renewer) giveBack(e renewee) {
+	if !strings.HasPrefix(e.h.owner, rn.c.id) {
+		return
+	}
+	if cur := e.sh.holds.get(holdKey{e.h.key, e.h.owner}); cur != nil && cur.acc[e.acc] != e.run &&
+		cur.acc[e.acc].count > 0 {
+		return
+	}
+	e.sh.oweHolds(e.h, e.acc, e.run.count)
 }

@@ -28,8 +28,8 @@ import (
 // over, each check stamped before it is made, and after each check Redis' leases are read:
 //
 //   - no hold context is live at a time when Redis' lease of its mode had ended (a watchdog
-//     context: of every mode of its owner, see RWMutex), and none of a fixed lease is live after
-//     its lease, as last read, has ended and gone;
+//     read context: of every mode of its owner, see RWMutex), and none of a fixed lease is live
+//     after its lease, as last read, has ended and gone;
 //   - no hold of one owner is live (by those checks) after another owner's conflicting hold
 //     was entered: the chaos test's exclusion, with exact stamps;
 //   - a fixed-lease context that ended before its release ended with ErrLockLost or
@@ -168,7 +168,7 @@ func (s *rwStress) check(cs ...*stressCtx) {
 			end[i] = int64(f)
 		}
 	}
-	latest := slices.Max(end) // a watchdog context lives while any mode of its owner does
+	latest := slices.Max(end) // a watchdog read context lives while any mode of its owner does
 	s.mu.Lock()
 	s.checks++
 	s.mu.Unlock()
@@ -181,9 +181,13 @@ func (s *rwStress) check(cs ...*stressCtx) {
 		}
 		t0ms := got[i].t / int64(time.Millisecond)
 		switch {
-		case c.lease == 0 && latest >= 0 && latest <= t0ms:
+		case c.lease == 0 && !c.h.write && latest >= 0 && latest <= t0ms:
 			s.fail("%s: a watchdog context live at %d ms, the owner's latest lease in Redis ended at %d ms",
 				c.h.what, t0ms, latest)
+		case c.lease == 0 && c.h.write && end[i] >= 0 && end[i] <= t0ms:
+			// (A watchdog write hold still held: its context ends with the write lease.)
+			s.fail("%s: a watchdog write context live at %d ms, its write lease in Redis ended at %d ms",
+				c.h.what, t0ms, end[i])
 		case c.lease > 0 && end[i] >= 0 && end[i] <= t0ms:
 			dl, _ := c.ctx.Deadline()
 			s.fail("%s: a %v context live at %.3f ms (deadline %.3f ms), its lease in Redis ended at %d ms", c.h.what, c.lease,

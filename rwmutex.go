@@ -16,9 +16,15 @@ import (
 // Each owner's read holds and its write holds have a lease of their own in Redis (server
 // time), so a reader that dies loses only its own read holds, when their lease ends; the
 // watchdog renews each mode's lease apart (a mode held only with [WithLease] is not renewed).
-// One mode's loss is its own: the other mode's holds, their releases and the owner's hold
-// contexts go on. An owner's hold contexts end when it holds nothing of the lock any more, in
-// either mode, or when the modes it still holds are all lost.
+// One mode's loss is its own: the other mode's holds and their releases go on, and taking a
+// lost mode again starts it anew (the lost holds' releases report [ErrLockLost]). An owner's
+// hold contexts end when it holds nothing of the lock any more, in either mode, or when the
+// modes it still holds are all lost; and no context outlives the lease of the mode it was
+// taken in: a context taken in write mode ends with [ErrLockLost] once the owner's write lease
+// is lost, though its read holds live on, and so does every context derived from it (a read
+// hold's taken through it too). A write context whose write hold was released (a downgrade)
+// lives on while the owner is a reader; a read context lives while the owner holds either
+// mode (the write hold keeps other writers out too).
 type RWMutex struct{ locker }
 
 // NewRWMutex returns the read-write mutex called name, which prefers writers: once a writer
@@ -53,6 +59,7 @@ type rwKind struct {
 
 func newRWKind(fair bool) func(h *locker) kind {
 	return func(h *locker) kind {
+		h.modes = true
 		k := h.keys
 		return &rwKind{lk: &h.lock, fair: fair, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(),
 			renewKeys: k.Renew(true), forceKeys: k.RWForceUnlock()}

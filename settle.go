@@ -43,14 +43,14 @@ func (sh *shard) owe(cmd context.Context, l *lane, lk *lock, acc access) {
 	_ = sh.settleWithin(cmd, l, releaseBudget)
 }
 
-// oweHolds queues the give-back of every hold recorded in h in access a (lost here, still held
-// in Redis) on its lane, for the watchdog to settle. Called with sh.mu held.
-func (sh *shard) oweHolds(h *hold, a access) {
-	if h.acc[a].count <= 0 {
+// oweHolds queues the give-back of n holds of h in access a (a run lost here, still held in
+// Redis) on its lane, for the watchdog to settle. Called with sh.mu held.
+func (sh *shard) oweHolds(h *hold, a access, n int) {
+	if n <= 0 {
 		return
 	}
 	l := sh.lanes.of(holdKey{h.key, h.owner})
-	l.owed[a] += h.acc[a].count
+	l.owed[a] += n
 	l.lk = h.lk
 }
 

@@ -150,3 +150,85 @@ func TestWatchdog_stalledNodeHoldsUpNoRenewal(t *testing.T) {
 	// The acquire is resolved, and its hold given back, once the node answers again.
 	require.Eventually(t, func() bool { return len(e.Keys()) == 0 }, 5*time.Second, 20*time.Millisecond)
 }
+
+// TestWatchdog_lateRenewalAfterRetake: a renewal whose request is slow on its way (held back by
+// the fault proxy) reaches Redis after the hold it was sent for ended here (the reaper, at its
+// local end; Redis' lease ran out too) and after the owner took the lock again: the renewal
+// extends the new hold. Its reply must not give that hold back as the ended one's, which would
+// release the new hold in Redis while its context lives, so that another owner gets the lock
+// beside it. A second watchdog hold of the client (another lock, taken later) keeps the renewal
+// waited for past the first hold's end. WatchdogTimeout 1.5s, every kind an owner re-enters.
+func TestWatchdog_lateRenewalAfterRetake(t *testing.T) {
+	each(t, exclusiveKinds, func(t *testing.T, k lockKind) {
+		t.Parallel()
+		e := newEnv(t)
+		p := e.newProxy()
+		const lease = 1500 * time.Millisecond
+		c := e.through(p).pooledClient(rlock.Options{WatchdogTimeout: lease})
+		renewal := matchScript("renew.lua", e.LockKey("a"))
+		if k.rw != nil {
+			renewal = matchScript("rw_renew.lua", e.LockKey("a"))
+		}
+		a, b := k.on(c, "a"), k.on(c, "b")
+		other := k.on(e.client(rlock.Options{}), "a")
+
+		h, err := a.lock(bg)
+		require.NoError(t, err)
+		owner := rlock.WithOwner(bg, mustOwner(t, h))
+		renewed := make(chan time.Time, 1) // a renewal of h passes the proxy (the fault never fires)
+		p.DropRequest(func(cmd []string) bool {
+			if renewal(cmd) {
+				select {
+				case renewed <- time.Now():
+				default:
+				}
+			}
+			return false
+		})
+		var t1 time.Time
+		select {
+		case t1 = <-renewed:
+		case <-time.After(2 * lease):
+			t.Fatal("no renewal of the hold")
+		}
+		time.Sleep(time.Until(t1.Add(lease / 6)))
+		hb, err := b.lock(bg) // its lease ends after h's: the next renewal waits for both
+		require.NoError(t, err)
+		flow := p.HoldRequest(renewal)
+		defer flow()
+		awaitFired(t, p, 1, lease, "the next renewal of both holds")
+
+		select {
+		case <-h.Done():
+		case <-time.After(lease):
+			t.Fatal("the hold did not end at its local lease end")
+		}
+		require.ErrorIs(t, context.Cause(h), rlock.ErrLockLost)
+		time.Sleep(30 * time.Millisecond) // Redis' lease has run out too
+		h2, err := a.lock(owner)
+		require.NoError(t, err, "the owner takes the lock again")
+		flow() // the renewal extends the new hold; its reply is for the ended one
+		took := time.Since(t1)
+
+		violations := 0
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			h3, err := other.conflict(0)
+			if err == nil {
+				if h2.Err() == nil {
+					violations++
+				}
+				require.NoError(t, other.conflictRelease(h3))
+				continue
+			}
+			require.ErrorIs(t, err, rlock.ErrNotObtained)
+		}
+		t.Logf("the late renewal reached Redis %v after the one before; the new hold's context then: %v; "+
+			"another owner got the lock %d times while it was live", took.Round(time.Millisecond), context.Cause(h2),
+			violations)
+		assert.Zero(t, violations, "two holders")
+		assert.NoError(t, h2.Err(), "the new hold lives on")
+		assert.NoError(t, a.release(h2))
+		require.NoError(t, b.release(hb))
+		assert.ErrorIs(t, a.release(h), rlock.ErrLockLost)
+	})
+}
