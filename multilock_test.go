@@ -705,3 +705,51 @@ func stressRound(rc rueidis.Client, c *rlock.Client, guard func(int) string, set
 	}
 	return nil
 }
+
+// TestMultiLock_cancelWhileTaking: three clients' goroutines loop on sets over random pairs
+// of 100 accounts; when their context ends, every Lock returns. A Lock whose context ended
+// just as it took its groups (the hold could not be registered) used to take and give them
+// back for ever.
+func TestMultiLock_cancelWhileTaking(t *testing.T) {
+	e := newEnv(t)
+	var accts [3][]*rlock.Mutex
+	var cs [3]*rlock.Client
+	for p := range accts {
+		c := e.client(rlock.Options{})
+		cs[p] = c
+		for i := range 100 {
+			accts[p] = append(accts[p], c.NewMutex(fmt.Sprintf("acct-%d", i)))
+		}
+	}
+	ctx, cancel := context.WithCancel(bg)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for g := range 30 {
+		wg.Go(func() {
+			c, ms := cs[g%3], accts[g%3]
+			rng := rand.New(rand.NewPCG(1, uint64(g)))
+			for ctx.Err() == nil {
+				from := rng.IntN(len(ms))
+				to := (from + 1 + rng.IntN(len(ms)-1)) % len(ms)
+				ml := c.NewMultiLock(ms[from], ms[to])
+				h, err := ml.Lock(ctx)
+				if err != nil {
+					continue
+				}
+				time.Sleep(time.Millisecond)
+				assert.NoError(t, ml.Unlock(h))
+				n.Add(1)
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Lock did not return after its context ended")
+	}
+	t.Logf("%d transfers", n.Load())
+}

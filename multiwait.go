@@ -115,7 +115,10 @@ func (w *setWaiter) run() (context.Context, error) {
 		g, a, err := w.round(w.next, to)
 		whole = false
 		switch {
-		case err != nil && !isTransport(err):
+		case err != nil && (!isTransport(err) || g < 0):
+			// g < 0 with an error: every group was taken but one could not be kept (ctx ended
+			// or the client closed while it was registered), which isTransport takes for a
+			// transport error: retrying would take and give back the groups for ever.
 			return nil, err
 		case g < 0:
 			continue // every group of the round was taken and kept
