@@ -228,3 +228,39 @@ func ExampleMutex_State() {
 	// held by web-1 (1 hold), lease left: true
 	// 1. web-2 waits, keeps its place for another 5s if it stops polling
 }
+
+// ExampleClient_NewMultiLock holds two accounts for a transfer: both or neither, in an order
+// that every client computes alike, so transfers in opposite directions never deadlock.
+func ExampleClient_NewMultiLock() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	defer rc.Close()
+	locks, _ := rlock.New(rc, rlock.Options{})
+	defer locks.Close()
+	// One {tag}: one hash slot on a Cluster too, so both are taken by one script.
+	from, to := locks.NewMutex("{ledger}account:4"), locks.NewMutex("{ledger}account:17")
+	transfer := locks.NewMultiLock(from, to)
+	fmt.Println(transfer.Names()) // the order they are taken in
+
+	held, err := transfer.Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, _ := from.HoldCount(held) // each member accepts the set's hold context
+	fmt.Println("holds of account 4:", n)
+	// Another set over the same accounts, given in the other order, waits (here: gives up).
+	back := locks.NewMultiLock(to, from)
+	_, err = back.TryLock(context.Background(), 10*time.Millisecond)
+	fmt.Println(errors.Is(err, rlock.ErrNotObtained))
+	// ... move the money under held: it is cancelled if any member is lost ...
+	if err := transfer.Unlock(held); err != nil {
+		log.Fatal(err) // ErrLockLost: the transfer may have overlapped another holder's
+	}
+	held, err = back.TryLock(context.Background(), 0)
+	fmt.Println("other direction:", err)
+	_ = back.Unlock(held)
+	// Output:
+	// [{ledger}account:17 {ledger}account:4]
+	// holds of account 4: 1
+	// true
+	// other direction: <nil>
+}

@@ -38,6 +38,10 @@ type lane struct {
 	owed        [accesses]int            // holds taken for callers who left, to give back
 	giveBack    [accesses]pendingRelease // the give-back in flight (replayed after a lost reply)
 
+	// spreads: losses of this hold that reach holds taken with it in one call (a MultiLock's
+	// set), whose other holds are to be given back (see spreader)
+	spreads []spreader
+
 	unlock     pendingRelease // an Unlock whose outcome is unknown
 	unlockAcc  access         // its access
 	unlockHold *hold          // the hold record that Unlock released
@@ -144,7 +148,23 @@ func (t *laneTable) drop(l *lane) {
 // work reports whether l carries work to settle (see settle). Called with the shard's mutex
 // held.
 func (l *lane) work() bool {
-	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
+	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != "" || len(l.spreads) > 0
+}
+
+// spreader is a loss that reaches other holds than the lost one: those taken with it in one
+// call, which are then given back too. It is left on the lost hold's lane (see spreadLoss), as
+// its shard's mutex is held where a loss is seen, and the other holds are in other shards.
+type spreader interface {
+	// spread gives back the other holds, taking their shards' mutexes one at a time, and
+	// settles their lanes where it can with commands under cmd (see trySettle).
+	spread(cmd context.Context)
+}
+
+// spreadLoss leaves loss s on the lane of hk, for the watchdog (or the lane's next request) to
+// spread. Called with t.mu held.
+func (t *laneTable) spreadLoss(hk holdKey, s spreader) {
+	l := t.of(hk)
+	l.spreads = append(l.spreads, s)
 }
 
 // kept reports whether l keeps a settled outcome for a retry (see lane.settled). Called with

@@ -24,15 +24,27 @@ type registered struct {
 // ended or the client closed while the script ran, it records nothing and returns that error:
 // the caller gives the hold back.
 func (sh *shard) register(parent context.Context, lk *lock, owner string, acc access, a attempt) (context.Context, registered, error) {
-	var r registered
 	sh.mu.Lock()
+	h, s, end, r, err := sh.record(parent, lk, owner, acc, a)
+	if err != nil {
+		sh.mu.Unlock()
+		return nil, r, err
+	}
+	ctx := newHoldContext(parent, lk, h, s, acc, a.token, end)
+	sh.unlockAndDeliver()
+	return ctx, r, nil
+}
+
+// record is register without the hold context: it returns the record that counts the new hold,
+// the run of acc it joined and the hold's local lease end. Called with sh.mu held.
+func (sh *shard) record(parent context.Context, lk *lock, owner string, acc access, a attempt) (*hold, *accessHold, time.Time, registered, error) {
+	var r registered
 	err := parent.Err()
 	if sh.c.closed.Load() {
 		err = ErrClosed
 	}
 	if err != nil {
-		sh.mu.Unlock()
-		return nil, r, err
+		return nil, nil, time.Time{}, r, err
 	}
 	h := sh.holds.get(holdKey{lk.keys.Lock, owner})
 	if s := h.liveIn(acc); s != nil && (a.count == 1 || s.lost || h.ended(acc)) {
@@ -76,9 +88,7 @@ func (sh *shard) register(parent context.Context, lk *lock, owner string, acc ac
 	if e := end.UnixNano(); e > s.furthest.Load() {
 		s.furthest.Store(e)
 	}
-	ctx := newHoldContext(parent, lk, h, s, acc, a.token, end)
-	sh.unlockAndDeliver()
-	return ctx, r, nil
+	return h, s, end, r, nil
 }
 
 // applyRelease applies the outcome rel of release request p, for access acc, to h, this

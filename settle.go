@@ -74,15 +74,20 @@ func (sh *shard) settleWithin(cmd context.Context, l *lane, budget time.Duration
 }
 
 // settle does the work left on l, whose turn the caller holds, with commands under cmd: it
-// resolves a lost acquire (giving its hold back if it ran), gives back owed holds, and replays
-// a lost Unlock, keeping its outcome for that Unlock's retry (see takeOutcome). It stops at the
-// first transport error, which it returns; errors from Redis are logged and drop the work (the
-// lease bounds the damage).
+// spreads losses to the holds taken with the lost one (see spreader), resolves a lost acquire
+// (giving its hold back if it ran), gives back owed holds, and replays a lost Unlock, keeping
+// its outcome for that Unlock's retry (see takeOutcome). It stops at the first transport error,
+// which it returns; errors from Redis are logged and drop the work (the lease bounds the
+// damage).
 func (sh *shard) settle(cmd context.Context, l *lane) error {
 	c := sh.c
 	sh.mu.Lock()
-	lk, lost, owed, unlock := l.lk, l.lostAcquire, l.owed, l.unlock
+	lk, lost, owed, unlock, spreads := l.lk, l.lostAcquire, l.owed, l.unlock, l.spreads
+	l.spreads = nil
 	sh.mu.Unlock()
+	for _, s := range spreads {
+		s.spread(cmd)
+	}
 	if lost.id != "" {
 		a, err := lk.tryOnce(cmd, lost)
 		if isTransport(err) {
@@ -142,6 +147,26 @@ func (sh *shard) settle(cmd context.Context, l *lane) error {
 		sh.unlockAndDeliver()
 	}
 	return nil
+}
+
+// trySettle settles the lane of hk with commands under cmd if it has work and nobody holds its
+// turn; otherwise the work is left to the turn's holder's next request, or to the watchdog.
+func (sh *shard) trySettle(cmd context.Context, hk holdKey) {
+	sh.mu.Lock()
+	l := sh.lanes.m[hk]
+	if l == nil || !l.work() {
+		sh.mu.Unlock()
+		return
+	}
+	l.refs++
+	sh.mu.Unlock()
+	select {
+	case l.turn <- struct{}{}:
+		_ = sh.settle(cmd, l)
+		<-l.turn
+	default:
+	}
+	sh.lanes.drop(l)
 }
 
 // settleLanes settles, for the watchdog, every lane with work left that nobody is using, on a

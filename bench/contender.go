@@ -36,6 +36,10 @@ type Hold struct {
 	// Lost reports whether the library has signalled that the lease is
 	// gone; nil when the library has no such signal.
 	Lost func() bool
+	// Accounts and Retries: the accounts a transfer holds and how often it started again
+	// (transfer scenario only).
+	Accounts []int
+	Retries  int
 }
 
 // contenderConfig is what every contender is built from.

@@ -90,6 +90,8 @@ func kindSpecs(mode string) []contenderSpec {
 		return rwContenders
 	case modeSemaphore:
 		return semContenders
+	case modeTransfer:
+		return transferContenders
 	}
 	return contenders
 }

@@ -79,10 +79,11 @@ func run() int {
 		return 2
 	}
 	selCont, err := selectContenders(*contList, contenders)
-	var selRW, selSem []contenderSpec
+	var selRW, selSem, selTr []contenderSpec
 	if err == nil {
 		selRW, _ = selectContenders(*contList, rwContenders)
 		selSem, _ = selectContenders(*contList, semContenders)
+		selTr, _ = selectContenders(*contList, transferContenders)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -147,7 +148,8 @@ func run() int {
 	defer closeNodes(replicas)
 
 	e := &env{redis: srv, nodes: nodes, replicas: replicas, contenders: selCont, rwContenders: selRW, semContenders: selSem,
-		progress: prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor, holdSizes: sizes}
+		transferContenders: selTr,
+		progress:           prog, runID: randomID()[:8], quick: *quick, monitor: *useMonitor, holdSizes: sizes}
 	if *raw {
 		e.rawDir = filepath.Join(filepath.Dir(*out), "raw")
 	}
@@ -243,7 +245,7 @@ func scenarioNames() string {
 // scenario's Mutex row is the rlock-pubsub contender).
 func allContenders() []contenderSpec {
 	var all []contenderSpec
-	for _, c := range slices.Concat(contenders, rwContenders, semContenders) {
+	for _, c := range slices.Concat(contenders, rwContenders, semContenders, transferContenders) {
 		if !slices.ContainsFunc(all, func(a contenderSpec) bool { return a.ID == c.ID }) {
 			all = append(all, c)
 		}

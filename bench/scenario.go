@@ -12,19 +12,20 @@ import (
 
 // env is what every scenario runs with.
 type env struct {
-	redis         *redisServer
-	nodes         []node          // the benchmark's own connection to each measured node: INFO, ECHO markers
-	replicas      []node          // and to each replica of a cluster (leak checks)
-	contenders    []contenderSpec // of the mutex scenarios (1-6)
-	rwContenders  []contenderSpec // of the read-heavy scenario (7)
-	semContenders []contenderSpec // of the semaphore scenario (8)
-	progress      *progress
-	runID         string // makes every key of this run unique
-	quick         bool
-	monitor       bool   // count client-sent commands with MONITOR
-	rawDir        string // if set, raw acquisitions are written there
-	workerProfDir string // if set, the contended scenario's workers write Go profiles there
-	holdSizes     []int  // -holds: hold counts of the holds scenario (nil: the default)
+	redis              *redisServer
+	nodes              []node          // the benchmark's own connection to each measured node: INFO, ECHO markers
+	replicas           []node          // and to each replica of a cluster (leak checks)
+	contenders         []contenderSpec // of the mutex scenarios (1-6)
+	rwContenders       []contenderSpec // of the read-heavy scenario (7)
+	semContenders      []contenderSpec // of the semaphore scenario (8)
+	transferContenders []contenderSpec // of the transfer scenario (12)
+	progress           *progress
+	runID              string // makes every key of this run unique
+	quick              bool
+	monitor            bool   // count client-sent commands with MONITOR
+	rawDir             string // if set, raw acquisitions are written there
+	workerProfDir      string // if set, the contended scenario's workers write Go profiles there
+	holdSizes          []int  // -holds: hold counts of the holds scenario (nil: the default)
 }
 
 // contenderConfig is the configuration of a contender of this run with keys under prefix.
@@ -90,6 +91,7 @@ var scenarios = []scenario{
 	{"holds", 9, "9. Holds at scale: watchdog holds on one client", runHolds},
 	{"waiters", 10, "10. Waiters at scale: 10 waiters per held name on one client", runWaiters},
 	{"goroutines", 11, "11. Scale: throughput against goroutines on one client, one key each", runGoroutines},
+	{"transfers", 12, "12. Transfers: random pairs of 100 accounts, 3 processes x 16 goroutines", runTransfers},
 }
 
 // contendersFor returns the selected contenders that run in scenario (see contenderSpec.Only).

@@ -30,6 +30,9 @@ type acquisition struct {
 	Freed  int64 `json:"r"` // Release called
 	// Write marks a write hold of a read-write lock (read-heavy scenario only).
 	Write bool `json:"x,omitempty"`
+	// Accts are the accounts a transfer held, Retries its starts again (transfer scenario only).
+	Accts   []int `json:"k,omitempty"`
+	Retries int   `json:"t,omitempty"`
 }
 
 // holdAnalysis is what the merged acquisitions of a multi-process run show.

@@ -31,7 +31,8 @@ type workerJob struct {
 	Hold       time.Duration `json:"hold"`
 	// Mode is what each goroutine does: "" takes the mutex Key, modeReadHeavy takes the
 	// read-write lock Key for reading (ReadPct percent of the time, at random) or writing,
-	// modeSemaphore takes one of Permits permits of the semaphore Key.
+	// modeSemaphore takes one of Permits permits of the semaphore Key, modeTransfer holds two
+	// accounts (Key is not used).
 	Mode    string `json:"mode,omitempty"`
 	ReadPct int    `json:"read_pct,omitempty"`
 	Permits int64  `json:"permits,omitempty"`
@@ -45,6 +46,7 @@ const (
 	modeMutex     = ""
 	modeReadHeavy = "readheavy"
 	modeSemaphore = "semaphore"
+	modeTransfer  = "transfer" // a transfer between two random accounts (scenario_transfer.go)
 )
 
 // The protocol, one JSON value per message:
@@ -167,6 +169,8 @@ func openWorker(job workerJob) (newOp func(key string, g int) lockOp, closeClien
 				return h, false, err
 			}
 		}, c.Close, nil
+	case modeTransfer:
+		return openTransfer(job)
 	}
 	return nil, nil, fmt.Errorf("unknown worker mode %q", job.Mode)
 }
@@ -275,7 +279,8 @@ func runWorkerLoop(job workerJob, newOp func(key string, g int) lockOp, start, e
 					first = cmpOr(first, fmt.Errorf("release: %w", err))
 				}
 				acqs = append(acqs, acquisition{Proc: job.Proc, Worker: g,
-					Asked: asked.UnixNano(), Got: got.UnixNano(), Freed: freed.UnixNano(), Write: write})
+					Asked: asked.UnixNano(), Got: got.UnixNano(), Freed: freed.UnixNano(), Write: write,
+					Accts: h.Accounts, Retries: h.Retries})
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -76,7 +76,7 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	f := execFlags{}
 	fs := newFlagSet("exec")
 	f.register(fs)
-	pos, argv, err := parseArgs(fs, args, 1)
+	pos, argv, err := execArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		helpFor(stdout, "exec")
 		return 0
@@ -94,7 +94,9 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	case len(pos) == 0:
 		err = usagef("exec: missing NAME")
 	case len(argv) == 0:
-		err = usagef("exec: missing CMD after NAME %q", pos[0])
+		err = usagef("exec: missing CMD after NAME %q", pos[len(pos)-1])
+	case len(pos) > 1 && kind != kindMutex:
+		err = usagef("exec: several NAMEs are mutexes (plain or --fair): no --read, --write or --semaphore")
 	}
 	if err != nil {
 		return usageFailed(stderr, err)
@@ -121,13 +123,19 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	if f.set["lease"] {
 		opts = append(opts, rlock.WithLease(f.lease))
 	}
-	if err := checkKind(s, &f.redisFlags, kind, pos[0]); err != nil {
-		return usageFailed(stderr, err)
+	for _, name := range pos {
+		if err := checkKind(s, &f.redisFlags, kind, name); err != nil {
+			return usageFailed(stderr, err)
+		}
+	}
+	lk := newLocker(s, &f, kind, pos[0], opts...)
+	if len(pos) > 1 {
+		lk = newMultiLocker(s, &f, pos, opts...)
 	}
 	x := &execution{
 		f:      &f,
-		name:   pos[0],
-		lk:     newLocker(s, &f, kind, pos[0], opts...),
+		name:   strings.Join(pos, " "),
+		lk:     lk,
 		sigs:   sigs,
 		stderr: stderr,
 	}
@@ -137,6 +145,32 @@ func runExec(args []string, env []string, stdout, stderr io.Writer) int {
 	cmd.Env = env
 	setProcessGroup(cmd, f.foreground)
 	return x.run(cmd)
+}
+
+// execArgs parses the flags of exec in args and returns its NAMEs and CMD: the words before
+// the first "--" are NAMEs when there are several (flags may come between them); with one
+// NAME, the "--" after it may be left out, and CMD is the rest.
+func execArgs(fs *flag.FlagSet, args []string) (names, cmd []string, err error) {
+	names, rest, err := parseArgs(fs, args, 1)
+	if err != nil || len(names) == 0 {
+		return names, rest, err
+	}
+	if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+		return names, rest, nil // NAME -- CMD
+	}
+	dd := slices.Index(rest, "--")
+	if dd < 0 {
+		return names, rest, nil // NAME CMD
+	}
+	// NAME NAME... -- CMD (flags are parsed before the "--" only: the flag package would take
+	// it for the end of the flags)
+	for words := rest[:dd]; len(words) > 0; words = fs.Args() {
+		names = append(names, words[0])
+		if err := parseFlags(fs, words[1:]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return names, rest[dd+1:], nil
 }
 
 // catchSignals makes SIGINT, SIGTERM and SIGHUP rlock's to handle from now on, and returns

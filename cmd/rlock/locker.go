@@ -97,6 +97,42 @@ func (l mutexLocker) what() string {
 }
 func (l mutexLocker) busy() string { return "is held by another owner" }
 
+// multiLocker holds several mutexes, plain or fair, as one (a MultiLock): all or none.
+type multiLocker struct {
+	ml *rlock.MultiLock
+}
+
+// newMultiLocker returns the locker of the mutexes names (fair with --fair), whose holds get
+// opts.
+func newMultiLocker(s *session, f *execFlags, names []string, opts ...rlock.MutexOption) locker {
+	ms := make([]*rlock.Mutex, len(names))
+	for i, name := range names {
+		ms[i] = s.mutex(&f.redisFlags, name, opts...)
+	}
+	return multiLocker{s.locks.NewMultiLock(ms...)}
+}
+
+// acquire locks every mutex: Lock, or TryLock for a bounded wait (in all, not per mutex).
+func (l multiLocker) acquire(ctx context.Context, wait time.Duration) (context.Context, error) {
+	if wait < 0 {
+		return l.ml.Lock(ctx)
+	}
+	return l.ml.TryLock(ctx, wait)
+}
+
+// release unlocks every mutex once.
+func (l multiLocker) release(held context.Context) error { return l.ml.Unlock(held) }
+
+// what names the set as the library's errors do: its first names, in the order taken.
+func (l multiLocker) what() string {
+	names := l.ml.Names()
+	if len(names) > 3 {
+		return fmt.Sprintf("multilock %q ... (%d members)", names[:3], len(names))
+	}
+	return fmt.Sprintf("multilock %q", names)
+}
+func (l multiLocker) busy() string { return "has a member held by another owner" }
+
 // rwLocker holds a read-write mutex, plain (writer preference) or fair, for reading or for
 // writing.
 type rwLocker struct {

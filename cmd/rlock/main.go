@@ -31,11 +31,11 @@ const usage = `rlock: the flock of a fleet. Runs a command while holding a distr
 so that at most one copy of it runs at a time across every host that uses the same Redis.
 
 Usage:
-  rlock exec [flags] NAME [--] CMD [ARG...]   run CMD while holding the lock NAME
-  rlock status [flags] NAME                    show who holds NAME, and who waits
-  rlock unlock --force [flags] NAME            delete the lock NAME, whoever holds it
-  rlock version                                rlock's version and Go's (also --version)
-  rlock help                                   this text (also -h, --help)
+  rlock exec [flags] NAME... [--] CMD [ARG...]   run CMD while holding the lock NAME (each NAME)
+  rlock status [flags] NAME                       show who holds NAME, and who waits
+  rlock unlock --force [flags] NAME               delete the lock NAME, whoever holds it
+  rlock version                                   rlock's version and Go's (also --version)
+  rlock help                                      this text (also -h, --help)
 
 Flags may come before or after NAME (exec: before CMD). Durations need a unit: 500ms, 10s,
 5m, 1h.
@@ -84,6 +84,12 @@ Flags of exec:
 exec takes the lock, runs CMD with rlock's stdin, stdout, stderr and environment, and
 releases the lock when CMD exits. If the lock is lost while CMD runs (its lease ran out, or
 "rlock unlock --force"), rlock sends CMD SIGTERM, then SIGKILL after --kill-after, and exits 79.
+
+Several NAMEs: "rlock exec a b c -- CMD" holds the mutexes a, b and c (plain, or all --fair)
+together: all or none, in one order that every rlock computes alike, so runs that name them in
+any order never deadlock; --wait is for them all, losing any is losing the lock, $RLOCK_NAME is
+"a b c". The first "--" ends the NAMEs: with one NAME and a CMD that has a "--" argument, write
+"NAME -- CMD". --read, --write and --semaphore take one NAME.
 
 Signals: SIGINT, SIGTERM and SIGHUP that rlock gets while CMD runs are passed on to CMD, and
 rlock exits with CMD's status. CMD runs in a process group of its own, so that signals and a
@@ -199,7 +205,7 @@ func usageFailed(stderr io.Writer, err error) int {
 func subUsage(sub string) string {
 	switch sub {
 	case "exec":
-		return "rlock exec [flags] NAME [--] CMD [ARG...]"
+		return "rlock exec [flags] NAME... [--] CMD [ARG...]"
 	case "status":
 		return "rlock status [flags] NAME"
 	case "unlock":

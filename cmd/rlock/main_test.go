@@ -148,7 +148,7 @@ func (e *testEnv) startArgs(env, argv []string) *proc {
 // startProgram starts program (rlock, or a wrapper that runs it) as startArgs does rlock.
 func (e *testEnv) startProgram(env []string, program string, argv ...string) *proc {
 	e.t.Helper()
-	p := &proc{lines: make(chan line, 100), stderr: new(syncBuffer), done: make(chan struct{})}
+	p := &proc{lines: make(chan line, 1000), stderr: new(syncBuffer), done: make(chan struct{})}
 	p.cmd = exec.Command(program, argv...)
 	if env == nil {
 		env = os.Environ()

@@ -74,7 +74,7 @@ func TestHelp(t *testing.T) {
 	}
 	code, out, _ := e.runArgs(nil, []string{"exec", "-h"})
 	assert.Equal(t, 0, code)
-	assert.True(t, strings.HasPrefix(out, "Usage: rlock exec [flags] NAME [--] CMD [ARG...]\n"), "%s", out)
+	assert.True(t, strings.HasPrefix(out, "Usage: rlock exec [flags] NAME... [--] CMD [ARG...]\n"), "%s", out)
 }
 
 // TestRedisUnreachable: exec exits 69 and status and unlock exit 2 when Redis cannot be

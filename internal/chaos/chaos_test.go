@@ -3,9 +3,11 @@ package chaos_test
 // TestChaos: 3 processes × 8 goroutines take 5 locks in every way the API allows while the test
 // kills Redis connections (CLIENT KILL TYPE normal / pubsub) every 20-300 ms:
 //
-//   - two mutexes (c0, c1): nested Lock, short TryLock, Lock with a context that times out, and
-//     a hold with a fixed lease (chaosLongLease) re-entered with a much shorter one, then held
-//     past the shorter lease (mixed-lease);
+//   - three mutexes (c0, c1, c2): nested Lock, short TryLock, Lock with a context that times
+//     out, and a hold with a fixed lease (chaosLongLease) re-entered with a much shorter one,
+//     then held past the shorter lease (mixed-lease); and MultiLocks of two of them (sets that
+//     overlap, each given its members in a random order; on a Cluster each member is a group of
+//     its own): Lock, short TryLock and Lock with a context that times out;
 //   - two read-write mutexes (r0, r1): the same for read holds and for write holds (a nested
 //     write hold re-enters for writing or for reading; write-mixed-lease), a write hold
 //     downgraded to a read hold (Lock, RLock through it, Unlock, then RUnlock), and both modes
@@ -73,9 +75,9 @@ package chaos_test
 //	   for (semaphore calls, whose owner is an id of the call: holds there have no owner), else
 //	   the hold's fixed lease in ns ("-": the watchdog's)
 //	R  a re-entry of the call's hold with a fixed lease of its own begins: a = that lease in ns
-//	G  the call holds a second time, as the same owner, in the other mode or the same: a =
-//	   token, b = mode (r or w), message = "<ns when that call began> <its fixed lease in ns, 0:
-//	   the watchdog's>"
+//	G  the call holds a second time, as the same owner, in the other mode or the same, or (a
+//	   MultiLock) holds its second member, named by the line: a = token, b = mode (r or w),
+//	   message = "<ns when that call began> <its fixed lease in ns, 0: the watchdog's>"
 //	x  as X, u as U, for the second hold (G)
 //	E  it acquired: a = fencing token (0 for a semaphore)
 //	F  it failed: a = error class
@@ -173,8 +175,8 @@ type chaosLock struct {
 }
 
 // chaosLocks are the locks of the children.
-var chaosLocks = []chaosLock{{"c0", chaosMutex, false}, {"c1", chaosMutex, false}, {"r0", chaosRW, false},
-	{"r1", chaosRW, false}, {"s0", chaosSem, false}, {"o0", chaosMutex, true}, {"o1", chaosRW, true}}
+var chaosLocks = []chaosLock{{"c0", chaosMutex, false}, {"c1", chaosMutex, false}, {"c2", chaosMutex, false},
+	{"r0", chaosRW, false}, {"r1", chaosRW, false}, {"s0", chaosSem, false}, {"o0", chaosMutex, true}, {"o1", chaosRW, true}}
 
 // chaosKindOf is the kind of the lock called name ("" if none).
 func chaosKindOf(name string) string {
@@ -189,6 +191,7 @@ func chaosKindOf(name string) string {
 // chaosOps are the ops of the children, per kind, in report order.
 var chaosOps = []string{
 	"nested", "try", "wait", "mixed-lease", // mutex
+	"multi-lock", "multi-try", "multi-wait", // two mutexes (MultiLock)
 	"read-nested", "read-try", "read-wait", "write-nested", "write-try", "write-wait", "downgrade", // rw
 	"write-mixed-lease", "rw-modes", // rw
 	"sem-acquire", "sem-try", "sem-wait", // semaphore
@@ -1513,7 +1516,7 @@ func runChaosChild() int {
 	workers := make([]*chaosWorker, goroutines)
 	var wg sync.WaitGroup
 	for g := range workers {
-		w := &chaosWorker{proc: proc, g: g, log: log, targets: targets,
+		w := &chaosWorker{proc: proc, g: g, log: log, targets: targets, newMulti: c.NewMultiLock,
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(proc*chaosGoroutines+g)))}
 		workers[g] = w
 		wg.Add(1)
@@ -1795,6 +1798,8 @@ type chaosWorker struct {
 	seq     int                         // semaphore calls made, for their ids
 	status  atomic.Pointer[chaosStatus] // what it is doing, for the report of a stuck child
 	faulted *bufio.Scanner              // the outage child's: the parent says "go" once its fault is armed
+	// newMulti is the child's Client.NewMultiLock.
+	newMulti func(members ...*rlock.Mutex) *rlock.MultiLock
 }
 
 // chaosStatus is a worker's current step.
@@ -1817,7 +1822,7 @@ func (w *chaosWorker) run(end time.Time) {
 		switch t.kind {
 		case chaosMutex:
 			o.mode = mutexMode(t.m)
-			switch w.rng.IntN(10) {
+			switch w.rng.IntN(13) {
 			case 0, 1, 2:
 				o.name = "nested"
 				w.nested(o, base, 1+w.rng.IntN(3), nil)
@@ -1827,9 +1832,11 @@ func (w *chaosWorker) run(end time.Time) {
 			case 6, 7, 8:
 				o.name = "wait"
 				w.wait(o, base)
-			default:
+			case 9:
 				o.name, o.lease, o.mode = "mixed-lease", chaosLongLease, t.leased(chaosLongLease)
 				w.mixedLease(o, base, t.leased)
+			default:
+				w.multi(o, base)
 			}
 		case chaosRW:
 			read, write := readMode(t.rw), writeMode(t.rw)
@@ -1962,6 +1969,61 @@ func (w *chaosWorker) wait(o *chaosOp, base context.Context) {
 	w.critical()
 	w.exit(o, token, h, true)
 	w.release(o, o.mode, h)
+}
+
+// multi takes a MultiLock of o's mutex and another of the child's (given in a random order)
+// with a blocking Lock (multi-lock), a TryLock waiting 0-20 ms (multi-try) or a Lock whose
+// context times out after 1-30 ms (multi-wait), and logs its hold of o's mutex as the call's
+// (E, X, U) and of the other as its second hold (G, x, u): exclusion is checked per member.
+func (w *chaosWorker) multi(o *chaosOp, base context.Context) {
+	var others []*chaosTarget
+	for _, t := range w.targets {
+		if t.kind == chaosMutex && t != o.t {
+			others = append(others, t)
+		}
+	}
+	other := others[w.rng.IntN(len(others))]
+	members := []*rlock.Mutex{o.t.m, other.m}
+	if w.rng.IntN(2) == 0 {
+		members[0], members[1] = members[1], members[0]
+	}
+	ml := w.newMulti(members...)
+	ctx, bound, lock := base, time.Duration(0), ml.Lock
+	switch w.rng.IntN(3) {
+	case 0:
+		o.name = "multi-lock"
+	case 1:
+		o.name, bound = "multi-try", time.Duration(w.rng.IntN(21))*time.Millisecond
+		lock = func(ctx context.Context) (context.Context, error) { return ml.TryLock(ctx, bound) }
+	default:
+		o.name, bound = "multi-wait", time.Duration(1+w.rng.IntN(30))*time.Millisecond
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(base, bound)
+		defer cancel()
+	}
+	began := time.Now()
+	w.begin(o, bound)
+	h, err := lock(ctx)
+	if err != nil {
+		w.failed(o, err)
+		return
+	}
+	token := w.enter(o, h)
+	o2 := *o
+	o2.t, o2.mode = other, mutexMode(other.m)
+	tok2, ok := other.m.Token(h)
+	if !ok || tok2 < 1 {
+		w.event(o, "token-missing", "bad", fmt.Errorf("second member's Token = %d, %v", tok2, ok))
+	}
+	w.line('G', &o2, strconv.FormatInt(tok2, 10), "w", fmt.Sprintf("%d 0", began.UnixNano()))
+	w.critical()
+	deadlineOK := o.name == "multi-wait"
+	w.exitAs('x', &o2, tok2, h, deadlineOK)
+	w.exit(o, token, h, deadlineOK)
+	w.setStatus("unlock", o)
+	err = w.retried(o, ml.Unlock, h)
+	w.released('u', &o2, err)
+	w.released('U', o, err)
 }
 
 // downgrade takes o's read-write mutex for writing, takes a read hold through the write hold,

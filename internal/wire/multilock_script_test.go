@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -245,14 +244,14 @@ func keysBut(keys []string, suffix string) []string {
 	return out
 }
 
-// When one member blocks, no hold changes: the set waits in every fair member's queue of the
-// group (that its owner does not hold), with no claim, and is told when it may try again.
+// When one member blocks, no hold changes: the set holds a place only in the queue of the first
+// member that blocks, if that one is fair (with no claim), and is told when it may try again.
 func TestMultiScripts_allOrNothing(t *testing.T) {
 	l := newLab(t)
 	g := fourMembers(l)
 	msgs := l.listen(g.keys[0].Channel, g.keys[1].Channel, g.keys[2].Channel, g.keys[3].Channel)
 
-	// X holds d (plain): the set is blocked by d, joins b's and c's queues, holds nothing.
+	// X holds d (plain): the set is blocked by d, holds nothing and queues nowhere.
 	require.Equal(t, int64(1), g.single(3, "X", "rq0000000000x1")[0])
 	a := g.acquire("S", "rq000000000001", Take, true)
 	assert.False(t, a.Acquired)
@@ -260,45 +259,60 @@ func TestMultiScripts_allOrNothing(t *testing.T) {
 	assert.InDelta(t, 10000, a.PTTL.Milliseconds(), 200)
 	assert.False(t, a.Head, "d is plain")
 	for i := 0; i < 3; i++ {
-		assert.Zero(t, l.int("EXISTS", g.keys[i].Lock), "member %d not taken", i)
+		assert.Zero(t, l.int("EXISTS", g.keys[i].Lock, g.keys[i].Queue, g.keys[i].Deadlines), "member %d untouched", i)
 	}
-	assert.Equal(t, []string{}, g.queued(0), "a plain member has no queue")
-	assert.Equal(t, []string{"S"}, g.queued(1))
+
+	// Y holds c (fair): c blocks first now; the set queues there alone.
+	require.Equal(t, int64(1), g.single(2, "Y", "rq0000000000y1")[0])
+	a = g.acquire("S", "rq000000000001", Take, true)
+	assert.Equal(t, 2, a.Blocked, "c blocks")
+	assert.True(t, a.Head, "the set heads c's queue")
+	assert.Equal(t, []string{}, g.queued(1))
 	assert.Equal(t, []string{"S"}, g.queued(2))
-	_, _, claim, extra := splitTestEntry(g.list(g.keys[1].Queue)[0])
+	_, _, claim, extra := splitTestEntry(g.list(g.keys[2].Queue)[0])
 	assert.Equal(t, "0", claim, "the set's entry asks for no claim")
 	assert.Equal(t, "", extra)
 
-	// A single fair waiter of b now waits behind the set (b is free, the set heads its queue).
+	// A single fair caller takes b at once: the set holds no place there.
 	r := g.single(1, "W", "rq0000000000w1")
-	assert.Equal(t, []int64{0, -2, 0, 1}, r, "free, but the set is ahead")
-	assert.Equal(t, []string{"S", "W"}, g.queued(1))
+	assert.Equal(t, int64(1), r[0], "b taken past the waiting set")
 
-	// A try (join false) of another set blocks the same way and joins nothing.
+	// A try (join false) of another set blocks and joins nothing.
 	a = g.acquire("U", "rq0000000000u1", Take, false)
-	assert.Equal(t, 1, a.Blocked, "b blocks U: the set S is ahead there")
-	assert.Equal(t, time.Duration(0), a.PTTL, "free, but another waiter is ahead")
-	assert.Equal(t, []string{"S", "W"}, g.queued(1))
+	assert.Equal(t, 1, a.Blocked, "b blocks U")
+	assert.Equal(t, []string{}, g.queued(1))
+	assert.Equal(t, []string{"S"}, g.queued(2))
 
-	// X releases d: its waiters are woken ("0"); the set takes all four and leaves b's and c's
-	// queues; W stays queued behind.
+	// The set's next attempt finds b (fair, held by W) blocking first: it moves its place from c
+	// to b.
+	a = g.acquire("S", "rq000000000001", Take, true)
+	assert.Equal(t, 1, a.Blocked, "b blocks")
+	assert.Equal(t, []string{"S"}, g.queued(1))
+	assert.Equal(t, []string{}, g.queued(2), "its place in c's queue is left")
+
+	// W releases b: the set is woken ("@S"), b left free for it. Y and X release: c frees with
+	// nobody to tell, d wakes its waiters ("0"). The set takes all four and leaves b's queue.
+	assert.Equal(t, int64(0), g.unlock(1, "W", "rl0000000000w1")[0])
+	expect(t, msgs, g.keys[1].Channel+" @S")
+	assert.Zero(t, l.int("EXISTS", g.keys[1].Lock), "no grant: b is free")
+	assert.Equal(t, int64(0), g.unlock(2, "Y", "rl0000000000y1")[0])
 	assert.Equal(t, int64(0), g.unlock(3, "X", "rl0000000000x1")[0])
 	expect(t, msgs, g.keys[3].Channel+" "+UnlockMessage)
 	a = g.acquire("S", "rq000000000001", Take, true)
 	require.True(t, a.Acquired)
-	assert.Equal(t, []string{"W"}, g.queued(1))
-	assert.Equal(t, []string{}, g.queued(2))
+	assert.Equal(t, []string{}, g.queued(1))
 
-	// The set releases: a and d wake their waiters, b goes to W (its claim granted), c frees
-	// with nobody to tell.
+	// A single waiter of b queues behind the set's hold; the set's release grants it b.
+	require.Equal(t, int64(0), g.single(1, "V", "rq0000000000v1")[0], "V queues on b")
 	rel := g.release("S", "rl000000000001")
 	assert.Equal(t, int64(0), rel.Left(1))
 	expect(t, msgs, g.keys[0].Channel+" "+UnlockMessage)
-	expect(t, msgs, g.keys[1].Channel+" @W\x00rq0000000000w1\x000\x003000")
+	expect(t, msgs, g.keys[1].Channel+" @V\x00rq0000000000v1\x000\x003000")
 	expect(t, msgs, g.keys[3].Channel+" "+UnlockMessage)
 	quiet(t, msgs)
-	assert.Equal(t, "rq0000000000w1", l.hash(g.keys[1].Lock)[FieldGrant], "W was granted b")
-	assert.Equal(t, int64(0), g.unlock(1, "W", "rl0000000000w1")[0])
+	assert.Equal(t, "rq0000000000v1", l.hash(g.keys[1].Lock)[FieldGrant], "V was granted b")
+	assert.Equal(t, int64(0), g.unlock(1, "V", "rl0000000000v1")[0])
+	assert.Equal(t, []string{}, keysBut(l.Keys(), ":fence"))
 }
 
 // A concurrent reader (one atomic read of every member) never sees the set hold some members
@@ -398,72 +412,116 @@ return out`
 	t.Logf("reads with every member held: %d", whole.Load())
 }
 
-// Sets over the same fair members keep one relative order in every queue of the group, so they
-// never wait on each other in a cycle, whatever order their members were given in; a release
-// wakes the set at the head, which then takes every member itself.
+// The deadlock of a set that queued on every fair member: H holds fair a alone, the set {a, b}
+// blocks on a, and H then takes b (nesting in the global order). The set holds no place in b's
+// queue, so H takes b at once; when a frees, the set moves its place to b (handing a on to the
+// next waiter, here W, granted it), and takes both once H is done.
+func TestMultiScripts_nestedHolderNoDeadlock(t *testing.T) {
+	l := newLab(t)
+	g := newGroup(l, member{"{n}a", true, false, "10000"}, member{"{n}b", true, false, "10000"})
+	msgs := l.listen(g.keys[0].Channel, g.keys[1].Channel)
+
+	require.Equal(t, int64(1), g.single(0, "H", "rq0000000000h1")[0])
+	a := g.acquire("S", "rq000000000001", Take, true)
+	assert.Equal(t, 0, a.Blocked)
+	assert.True(t, a.Head)
+	assert.Positive(t, a.PTTL)
+	require.Equal(t, int64(0), g.single(0, "W", "rq0000000000w1")[0], "W queues on a")
+	assert.Equal(t, []string{"S", "W"}, g.queued(0))
+	assert.Equal(t, []string{}, g.queued(1))
+
+	r := g.single(1, "H", "rq0000000000h2")
+	require.Equal(t, int64(1), r[0], "H takes b at once: the set does not wait there")
+
+	// H releases a: the set (its head) is woken, a left free for it. Its attempt finds b held:
+	// it leaves a's queue, handing a on to W (granted), and queues on b.
+	assert.Equal(t, int64(0), g.unlock(0, "H", "rl0000000000h1")[0])
+	expect(t, msgs, g.keys[0].Channel+" @S")
+	a = g.acquire("S", "rq000000000001", Take, true)
+	assert.Equal(t, 1, a.Blocked, "b blocks")
+	assert.True(t, a.Head)
+	expect(t, msgs, g.keys[0].Channel+" @W\x00rq0000000000w1\x000\x003000")
+	assert.Equal(t, "rq0000000000w1", l.hash(g.keys[0].Lock)[FieldGrant], "W was granted a")
+	assert.Equal(t, []string{}, g.queued(0))
+	assert.Equal(t, []string{"S"}, g.queued(1))
+
+	// H releases b: the set is woken; a is W's now, so it moves its place back to a, leaving b
+	// free with nobody queued.
+	assert.Equal(t, int64(0), g.unlock(1, "H", "rl0000000000h2")[0])
+	expect(t, msgs, g.keys[1].Channel+" @S")
+	a = g.acquire("S", "rq000000000001", Take, true)
+	assert.Equal(t, 0, a.Blocked)
+	assert.Equal(t, []string{"S"}, g.queued(0))
+	assert.Equal(t, []string{}, g.queued(1))
+	assert.Zero(t, l.int("EXISTS", g.keys[1].Lock, g.keys[1].Queue, g.keys[1].Deadlines), "b free, no queue")
+
+	// W releases a: the set takes both.
+	assert.Equal(t, int64(0), g.unlock(0, "W", "rl0000000000w1")[0])
+	expect(t, msgs, g.keys[0].Channel+" @S")
+	require.True(t, g.acquire("S", "rq000000000001", Take, true).Acquired)
+	g.release("S", "rl000000000001")
+	quiet(t, msgs)
+	assert.Equal(t, []string{}, keysBut(l.Keys(), ":fence"))
+}
+
+// Sets over overlapping fair members, all given in the group's order (the library's, the same
+// for every client), each holding a place only where it is blocked: every set gets its turn.
 func TestMultiScripts_fairQueueOrder(t *testing.T) {
 	l := newLab(t)
 	g := newGroup(l, member{"{q}a", true, false, "10000"}, member{"{q}b", true, false, "10000"},
 		member{"{q}c", true, false, "10000"})
 	msgs := l.listen(g.keys[0].Channel, g.keys[1].Channel, g.keys[2].Channel)
-	ab, ba, bc := g.sub(0, 1), g.sub(1, 0), g.sub(1, 2)
+	ab, bc := g.sub(0, 1), g.sub(1, 2)
 
-	// X holds a, Y holds b. S1 {a,b}, S2 {b,a} (given the other way round), S3 {b,c}, S4 {a,b}.
+	// X holds a, Y holds b. S1 and S2 {a,b} queue on a; S3 {b,c} on b.
 	require.Equal(t, int64(1), g.single(0, "X", "rq0000000000x1")[0])
 	require.Equal(t, int64(1), g.single(1, "Y", "rq0000000000y1")[0])
 	a := ab.acquire("S1", "rq00000000s1r1", Take, true)
 	assert.Equal(t, 0, a.Blocked)
 	assert.True(t, a.Head, "S1 heads a's queue")
-	a = ba.acquire("S2", "rq00000000s2r1", Take, true)
-	assert.Equal(t, 0, a.Blocked, "b blocks S2 first (its order)")
+	a = ab.acquire("S2", "rq00000000s2r1", Take, true)
+	assert.Equal(t, 0, a.Blocked)
 	assert.False(t, a.Head)
-	bc.acquire("S3", "rq00000000s3r1", Take, true)
-	ab.acquire("S4", "rq00000000s4r1", Take, true)
-	assert.Equal(t, []string{"S1", "S2", "S4"}, g.queued(0))
-	assert.Equal(t, []string{"S1", "S2", "S3", "S4"}, g.queued(1))
-	assert.Equal(t, []string{"S3"}, g.queued(2), "c is free: S3 heads it, holding its place")
+	a = bc.acquire("S3", "rq00000000s3r1", Take, true)
+	assert.Equal(t, 0, a.Blocked)
+	assert.Equal(t, []string{"S1", "S2"}, g.queued(0))
+	assert.Equal(t, []string{"S3"}, g.queued(1))
+	assert.Equal(t, []string{}, g.queued(2))
 
 	// Refreshes keep the places.
 	for i := 0; i < 3; i++ {
-		ba.acquire("S2", "rq00000000s2r1", Take, true)
+		ab.acquire("S2", "rq00000000s2r1", Take, true)
 		ab.acquire("S1", "rq00000000s1r1", Take, true)
 	}
-	assert.Equal(t, []string{"S1", "S2", "S4"}, g.queued(0))
-	assert.Equal(t, []string{"S1", "S2", "S3", "S4"}, g.queued(1))
+	assert.Equal(t, []string{"S1", "S2"}, g.queued(0))
 
-	// X releases a: S1 (its head) is only woken, a left free for it; S1 still waits for b.
+	// X releases a: S1 (its head) is only woken. Blocked on b, it moves there (behind S3),
+	// handing a on: S2 is woken, and moves to b too.
 	assert.Equal(t, int64(0), g.unlock(0, "X", "rl0000000000x1")[0])
 	expect(t, msgs, g.keys[0].Channel+" @S1")
-	assert.Zero(t, l.int("EXISTS", g.keys[0].Lock), "no grant: a is free")
 	a = ab.acquire("S1", "rq00000000s1r1", Take, true)
 	assert.Equal(t, 1, a.Blocked, "b, held by Y")
-	assert.True(t, a.Head, "S1 heads b's queue")
-	a = ab.acquire("S4", "rq00000000s4r1", Take, true)
-	assert.Equal(t, 0, a.Blocked, "a is free but S1 is ahead")
-	assert.Equal(t, time.Duration(0), a.PTTL)
+	assert.False(t, a.Head, "S3 is ahead")
+	expect(t, msgs, g.keys[0].Channel+" @S2")
+	assert.Equal(t, 1, ab.acquire("S2", "rq00000000s2r1", Take, true).Blocked)
+	assert.Equal(t, []string{}, g.queued(0))
+	assert.Equal(t, []string{"S3", "S1", "S2"}, g.queued(1))
 
-	// Y releases b: S1 is woken and takes both; then S2, S3 (which waited on c's and b's
-	// queues), S4 in turn.
+	// Y releases b: S3, S1, S2 in turn.
 	assert.Equal(t, int64(0), g.unlock(1, "Y", "rl0000000000y1")[0])
+	expect(t, msgs, g.keys[1].Channel+" @S3")
+	assert.Equal(t, 1, ab.acquire("S1", "rq00000000s1r1", Take, true).Blocked, "S3 is ahead")
+	require.True(t, bc.acquire("S3", "rq00000000s3r1", Take, true).Acquired)
+	bc.release("S3", "rl00000000s3r1")
 	expect(t, msgs, g.keys[1].Channel+" @S1")
 	require.True(t, ab.acquire("S1", "rq00000000s1r1", Take, true).Acquired)
-	assert.Equal(t, []string{"S2", "S4"}, g.queued(0))
-	assert.Equal(t, []string{"S2", "S3", "S4"}, g.queued(1))
-	assert.False(t, ba.acquire("S2", "rq00000000s2r1", Take, true).Acquired)
+	assert.Equal(t, 0, ab.acquire("S2", "rq00000000s2r1", Take, true).Blocked, "a, held by S1")
+	assert.Equal(t, []string{"S2"}, g.queued(0))
+	assert.Equal(t, []string{}, g.queued(1))
 	ab.release("S1", "rl00000000s1r1")
 	expect(t, msgs, g.keys[0].Channel+" @S2")
-	expect(t, msgs, g.keys[1].Channel+" @S2")
-	require.True(t, ba.acquire("S2", "rq00000000s2r1", Take, true).Acquired)
-	assert.Equal(t, 0, bc.acquire("S3", "rq00000000s3r1", Take, true).Blocked, "S3 waits for b")
-	ba.release("S2", "rl00000000s2r1")
-	expect(t, msgs, g.keys[1].Channel+" @S3")
-	expect(t, msgs, g.keys[0].Channel+" @S4")
-	require.True(t, bc.acquire("S3", "rq00000000s3r1", Take, true).Acquired)
-	assert.Equal(t, 1, ab.acquire("S4", "rq00000000s4r1", Take, true).Blocked, "S4 heads a, waits for b")
-	bc.release("S3", "rl00000000s3r1")
-	expect(t, msgs, g.keys[1].Channel+" @S4")
-	require.True(t, ab.acquire("S4", "rq00000000s4r1", Take, true).Acquired)
-	ab.release("S4", "rl00000000s4r1")
+	require.True(t, ab.acquire("S2", "rq00000000s2r1", Take, true).Acquired)
+	ab.release("S2", "rl00000000s2r1")
 	quiet(t, msgs)
 	assert.Equal(t, []string{}, keysBut(l.Keys(), ":fence"))
 }
@@ -473,22 +531,24 @@ func TestMultiScripts_fairQueueOrder(t *testing.T) {
 func TestMultiScripts_leave(t *testing.T) {
 	l := newLab(t)
 	g := fourMembers(l)
-	msgs := l.listen(g.keys[1].Channel, g.keys[2].Channel)
+	msgs := l.listen(g.keys[2].Channel)
 
-	// X holds a; the set waits in b's and c's queues, with W behind it in c's.
-	require.Equal(t, int64(1), g.single(0, "X", "rq0000000000x1")[0])
-	require.Equal(t, 0, g.acquire("S", "rq000000000001", Take, true).Blocked)
+	// Y holds c; the set waits at the head of c's queue, W behind it. Y releases: the set is
+	// woken, c left free for it.
+	require.Equal(t, int64(1), g.single(2, "Y", "rq0000000000y1")[0])
+	require.Equal(t, 2, g.acquire("S", "rq000000000001", Take, true).Blocked)
 	r := g.single(2, "W", "rq0000000000w1")
-	require.Equal(t, []int64{0, -2, 0, 1}, r)
-	assert.Equal(t, int64(2), g.leave("S", "rq000000000001"), "it was in two queues")
-	assert.Equal(t, []string{}, g.queued(1))
-	// c, free, went to W with the next token (c has fencing tokens).
-	expect(t, msgs, g.keys[2].Channel+" @W\x00rq0000000000w1\x001\x003000")
+	require.Equal(t, int64(0), r[0])
+	assert.Equal(t, int64(0), g.unlock(2, "Y", "rl0000000000y1")[0])
+	expect(t, msgs, g.keys[2].Channel+" @S")
+
+	// The set gives up: c, free, goes to W with the next token (c has fencing tokens).
+	assert.Equal(t, int64(1), g.leave("S", "rq000000000001"), "it was in one queue")
+	expect(t, msgs, g.keys[2].Channel+" @W\x00rq0000000000w1\x002\x003000")
 	assert.Equal(t, []string{}, g.queued(2))
 	assert.Equal(t, int64(0), g.leave("S", "rq000000000001"), "idempotent")
 	quiet(t, msgs)
 	assert.Equal(t, int64(0), g.unlock(2, "W", "rl0000000000w1")[0])
-	assert.Equal(t, int64(0), g.unlock(0, "X", "rl0000000000x1")[0])
 }
 
 // A member of another kind, or a key of the wrong type, raises with no hold changed; so does

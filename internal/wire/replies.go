@@ -273,6 +273,28 @@ func (a MultiAttempt) Count(i int) int64 { return a.holds[2*i] }
 // Token returns member i's fencing token (acquired; 0 without fencing).
 func (a MultiAttempt) Token(i int) int64 { return a.holds[2*i+1] }
 
+// Held reports whether each of the n members reads a hold (acquired): false only for a
+// replayed request whose hold of a member has gone since.
+func (a MultiAttempt) Held(n int) bool {
+	for i := 0; i < n; i++ {
+		if a.Count(i) <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// New reports whether one of the n members' holds is new (acquired, count 1): a hold that
+// replicas must acknowledge (SyncReplicas), where a re-entry need not be.
+func (a MultiAttempt) New(n int) bool {
+	for i := 0; i < n; i++ {
+		if a.Count(i) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseMultiAttempt reads multi_acquire.lua's reply for n members: {1, count, token per
 // member} when acquired, {0, index from 1, pttl, head} when not (index 0: the request has not
 // run). It does not allocate.

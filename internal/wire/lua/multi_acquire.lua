@@ -2,12 +2,16 @@
 -- nothing: Mutexes (plain or fair) whose keys share one hash slot, so no other client ever sees
 -- some of them taken by the set and the others not. Each member is found free, held by the
 -- set's owner (re-entered), or blocked by the logic of acquire.lua (a plain member) or
--- fair_acquire.lua (a fair one), shared in mutex.lua. When one blocks, no hold changes, and
--- (ARGV[5] 'wait') the set joins or refreshes its place in the queue of every fair member of the
--- group that its owner does not hold, all in this script: sets join the queues of one slot in
--- one order, so they never wait on each other in a cycle. Its entries there ask for no claim:
--- a release only wakes the set (granting one member would make it hold part of a group), and
--- its next attempt takes every member itself.
+-- fair_acquire.lua (a fair one), shared in mutex.lua; a fair member is free for the set only
+-- when its live queue is empty or headed by the set. When one blocks, no hold changes, and the
+-- set holds a place in at most one queue of the group: that of the first member that blocks,
+-- if it is fair (joined or refreshed with ARGV[5] 'wait'). It leaves every other place it had
+-- in the group, handing a member it headed and left free on to the next live waiter (handOver
+-- in mutex.lua, as fair_leave.lua does). So a set never makes anyone wait for a member it is
+-- not itself waiting for: it cannot close a cycle with a single holder that takes members in
+-- the global order, nor with another set. Its entry asks for no claim: a release only wakes the
+-- set (granting one member would make it hold part of a group), and its next attempt takes
+-- every member itself.
 -- KEYS[5i-4] lock hash of member i
 -- KEYS[5i-3] channel of member i
 -- KEYS[5i-2] queue of member i (a fair member's; a plain member's is not touched)
@@ -22,7 +26,8 @@
 --         request already ran (acquired) or not ({0, 0, -2, 0})
 -- ARGV[4] FairWaitTimeout in milliseconds: the set's deadline in a queue is its last call plus
 --         this
--- ARGV[5] 'wait' to join the fair members' queues when blocked, 'try' never to join
+-- ARGV[5] 'wait' to join (or refresh the set's place in) the queue of the first member that
+--         blocks, if it is fair; 'try' never to join
 -- ARGV[i+5] member i: "<lease ms>:<flags>", flags 'f' for a fair member and 't' for fencing
 --         tokens (see member in mutex.lua)
 -- Returns {1, count 1, token 1, ..., count n, token n} when every member was taken or
@@ -84,40 +89,59 @@ if ran or mode == 'resolve' then
   return out
 end
 
--- The fair members that are not free for the taking at once: their queues decide (as in
--- queueFair, mutex.lua), once purged.
+-- The first member that keeps the set out, in the group's order. A fair member that is free but
+-- has a queue is free for the set when its live queue (once purged, see purgeFair) is empty or
+-- headed by the set (as in queueFair, mutex.lua). The members after it are not looked at.
 local t, blocked
 for i, m in ipairs(ms) do
-  if m.fair and m.what == 'wait' then
-    if m.x ~= -2 or m.head then
-      t = t or now()
-      local queued
-      m.head, queued = purgeFair(m.Q, m.D, t, wait, m.head)
-      m.fresh = queued == 0
-    end
-    if m.x == -2 and (not m.head or m.head == entry) then
+  if m.fair and m.what == 'wait' and m.x == -2 then
+    local queued
+    t = t or now()
+    m.head, queued = purgeFair(m.Q, m.D, t, wait, m.head)
+    m.fresh, m.purged = queued == 0, true
+    if not m.head or m.head == entry then
       m.what, m.pop = 'free', m.head == entry
     end
   end
-  if m.what == 'wait' and not blocked then
+  if m.what == 'wait' then
     blocked = i
+    break
   end
 end
 
 if blocked then
-  if join then
-    for _, m in ipairs(ms) do
-      if m.fair and m.what ~= 'held' then
-        t = t or now()
-        joinQueue(m.Q, m.D, entry, t, wait, m.fresh == true)
-      end
+  local b, head = ms[blocked], 0
+  -- The set's other places in the group, read before anything is written: each is left, and a
+  -- member left free goes to its next live waiter.
+  local places = {}
+  for i, m in ipairs(ms) do
+    if m.fair and i ~= blocked and redis.call('zscore', m.D, entry) then
+      redis.call('llen', m.Q)
+      m.free = redis.call('exists', m.H) == 0
+      places[#places + 1] = m
     end
   end
-  local m, head = ms[blocked], 0
-  if m.fair and (m.head == entry or join and not m.head) then
+  if b.fair and join then
+    t = t or now()
+    if not b.purged then
+      local queued
+      b.head, queued = purgeFair(b.Q, b.D, t, wait, b.head)
+      b.fresh = queued == 0
+    end
+    joinQueue(b.Q, b.D, entry, t, wait, b.fresh)
+    b.head = b.head or entry
+  end
+  if b.fair and b.head == entry then
     head = 1
   end
-  return {0, blocked, m.x, head}
+  for _, m in ipairs(places) do
+    leaveQueue(m.Q, m.D, entry)
+    if m.free then
+      t = t or now()
+      handOver(m.H, m.Q, m.D, m.C, m.F, t)
+    end
+  end
+  return {0, blocked, b.x, head}
 end
 
 local out = {1}

@@ -1,0 +1,148 @@
+package rlock_test
+
+// MultiLock on a Redis Cluster, where a set's members spread over slots: a member of an earlier
+// slot lost while the set waits for a later one, and a slot migration in the middle of a wait.
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
+	"github.com/rlock-go/rlock/internal/wire"
+)
+
+// needsCluster skips t off a Redis Cluster.
+func needsCluster(t *testing.T, e *env) {
+	t.Helper()
+	if e.Dep.Topology != "cluster" {
+		t.Skip("members in several hash slots: a Redis Cluster's")
+	}
+}
+
+// crossSlot returns the two members of a set made of c's mutexes called x and y, in the order
+// the set takes them (different slots on a Cluster).
+func crossSlot(c *rlock.Client, x, y *rlock.Mutex) (first, last *rlock.Mutex) {
+	if c.NewMultiLock(x, y).Names()[0] == x.Name() {
+		return x, y
+	}
+	return y, x
+}
+
+// TestMultiLock_clusterLostWhileWaiting: a set holds the member of the earlier slot while it
+// waits for the later one; that member's hold is lost meanwhile (its hash deleted): the set
+// takes it again, in order, and holds both when the later one is released.
+func TestMultiLock_clusterLostWhileWaiting(t *testing.T) {
+	e := newEnv(t)
+	needsCluster(t, e)
+	c := e.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+	first, last := crossSlot(c, c.NewMutex("wa"), c.NewMutex("wb"))
+	hl, err := last.Lock(bg)
+	require.NoError(t, err)
+	ch := goAcquire(func() (context.Context, error) {
+		return c.NewMultiLock(first, last).Lock(rlock.WithOwner(bg, "set"))
+	})
+	eventually(t, 2*time.Second, "the set holds the first member", func() bool { return len(holders(t, first)) == 1 })
+	require.NoError(t, e.Do("DEL", e.LockKey(first.Name())).Error())
+	time.Sleep(200 * time.Millisecond) // a renewal finds it gone
+	requireNone(t, 0, "the set waits", ch)
+	require.NoError(t, last.Unlock(hl))
+	h := requireGranted(t, ch, 2*time.Second, "the set")
+	assert.Equal(t, []string{"set"}, holders(t, first), "taken again")
+	assert.Equal(t, []string{"set"}, holders(t, last))
+	require.NoError(t, h.Err())
+	require.NoError(t, c.NewMultiLock(first, last).Unlock(h))
+}
+
+// TestMultiLock_clusterSlotMigration: a set holds a member of one slot and waits for a plain and
+// then a fair member of another, held elsewhere with 30s leases; that slot migrates to another
+// master (CLUSTER SETSLOT, MIGRATE) in the middle of the wait. Released, each member reaches the
+// set on the new master long before the holders' lease end (the set's subscriptions follow the
+// slot once they subscribe again there), and the set holds all three.
+func TestMultiLock_clusterSlotMigration(t *testing.T) {
+	e := newEnv(t)
+	needsCluster(t, e)
+	redistest.NeedsThrowaway(t)
+	c, other := e.client(rlock.Options{}), e.client(rlock.Options{})
+	p, f := c.NewMutex("{mt}a"), c.NewFairMutex("{mt}f") // the plain one first in the group
+	var a *rlock.Mutex
+	for i := 0; a == nil; i++ { // a member in a slot before {mt}'s, on another master
+		name := "ma" + strconv.Itoa(i)
+		if wire.Slot(e.LockKey(name)) < wire.Slot(e.LockKey("{mt}a")) && e.Master(name).Addr != e.Master("{mt}a").Addr {
+			a = c.NewMutex(name)
+		}
+	}
+	hp, err := other.NewMutex("{mt}a").Lock(bg)
+	require.NoError(t, err)
+	hf, err := other.NewFairMutex("{mt}f").Lock(bg)
+	require.NoError(t, err)
+	ml := c.NewMultiLock(f, p, a)
+	ch := goAcquire(func() (context.Context, error) { return ml.Lock(rlock.WithOwner(bg, "set")) })
+	eventually(t, 2*time.Second, "the set holds a", func() bool { return len(holders(t, a)) == 1 })
+
+	migrateSlot(t, e, "{mt}a")
+	requireNone(t, 200*time.Millisecond, "the set waits", ch)
+	released := time.Now()
+	require.NoError(t, other.NewMutex("{mt}a").Unlock(hp))
+	eventually(t, 5*time.Second, "the set waits in f's queue", func() bool { return len(waiters(t, f)) == 1 })
+	t.Logf("the set queued on f %v after p's release", time.Since(released).Round(time.Millisecond))
+	released = time.Now()
+	require.NoError(t, other.NewFairMutex("{mt}f").Unlock(hf))
+	h := requireGranted(t, ch, 5*time.Second, "the set")
+	t.Logf("the set got f %v after its release", time.Since(released).Round(time.Millisecond))
+	for _, m := range []*rlock.Mutex{a, p, f} {
+		assert.Equal(t, []string{"set"}, holders(t, m), m.Name())
+	}
+	require.NoError(t, ml.Unlock(h))
+}
+
+// migrateSlot moves the hash slot of the lock called name to another master (CLUSTER SETSLOT
+// IMPORTING and MIGRATING, MIGRATE of its keys, SETSLOT NODE on every master), and back when
+// the test ends.
+func migrateSlot(t *testing.T, e *env, name string) {
+	t.Helper()
+	ms := e.Dep.Masters
+	slot := strconv.Itoa(int(wire.Slot(e.LockKey(name))))
+	src := e.Master(name)
+	var dst redistest.Node
+	for _, m := range ms {
+		if m.Addr != src.Addr {
+			dst = m
+			break
+		}
+	}
+	move := func(from, to redistest.Node) {
+		fromID, err := from.Do(t, "CLUSTER", "MYID").ToString()
+		require.NoError(t, err)
+		toID, err := to.Do(t, "CLUSTER", "MYID").ToString()
+		require.NoError(t, err)
+		require.NoError(t, to.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Error())
+		require.NoError(t, from.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Error())
+		host, port, err := net.SplitHostPort(to.Addr)
+		require.NoError(t, err)
+		for {
+			keys, err := from.Do(t, "CLUSTER", "GETKEYSINSLOT", slot, "1000").AsStrSlice()
+			require.NoError(t, err)
+			if len(keys) == 0 {
+				break
+			}
+			args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
+			require.NoError(t, from.Do(t, args...).Error())
+		}
+		for _, m := range ms {
+			require.NoError(t, m.Do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID).Error())
+		}
+		t.Logf("slot %s moved from %s to %s", slot, from.Addr, to.Addr)
+	}
+	move(src, dst)
+	t.Cleanup(func() {
+		move(dst, src)
+		e.Dep.WaitSteady(t, 20*time.Second)
+	})
+}
