@@ -18,8 +18,8 @@ SERVERS ?= redis-8.0 valkey-8.1
 
 # TESTJOBS: how many of the deployments' suites run at once. Each runs on servers of its own
 # (free ports, a temp dir) and spends most of its time waiting for leases to pass: the root
-# suite uses about a fifth of one core, so three at once fit on 2 cores.
-TESTJOBS ?= 3
+# suite uses about a fifth of one core, so four at once fit on 2 cores.
+TESTJOBS ?= 4
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -27,8 +27,8 @@ test:
 	$(MAKE) --no-print-directory -j$(TESTJOBS) --output-sync=target test-deployments
 
 # The root suite and the chaos test on the Cluster, on Sentinel and on each of SERVERS, and the
-# failover tests, as separate targets so that make -j runs them side by side.
-test-deployments: test-cluster test-sentinel test-failover $(addprefix test-server-,$(SERVERS))
+# failover tests, as separate targets so that make -j runs them side by side, longest first.
+test-deployments: test-cluster $(addprefix test-server-,$(SERVERS)) test-sentinel test-failover
 
 # The root suite, the scripts' own tests (internal/wire: sharded pub/sub on a cluster) and the
 # chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel deployment (a
