@@ -79,7 +79,7 @@ type request struct {
 	access access
 	n      int64  // permits (Semaphore)
 	value  string // what observers see while the candidate leads (an election's Campaign)
-	join   bool  // join (or stay in) the queue if the lock is not free
+	join   bool   // join (or stay in) the queue if the lock is not free
 	// conn, if not nil, is the connection the script must run on (see core.eval).
 	conn rueidis.DedicatedClient
 }
