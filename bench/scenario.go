@@ -90,6 +90,7 @@ var scenarios = []scenario{
 	{"holds", 9, "9. Holds at scale: watchdog holds on one client", runHolds},
 	{"waiters", 10, "10. Waiters at scale: 10 waiters per held name on one client", runWaiters},
 	{"goroutines", 11, "11. Scale: throughput against goroutines on one client, one key each", runGoroutines},
+	{"election", 12, "12. Leader election: handoff, a killed leader, 100 observers", runElection},
 }
 
 // contendersFor returns the selected contenders that run in scenario (see contenderSpec.Only).
