@@ -43,10 +43,10 @@ test-sentinel:
 
 # Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9 of
 # the lock's master with a hold and waiters, kill -9 of it right after a hold (its replica,
-# lacking the hold, takes over), and SENTINEL FAILOVER.
+# lacking the hold, takes over; the same for an election's term), and SENTINEL FAILOVER.
 test-failover:
 	@set -e; t=$$(date +%s); CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
-		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold)$$' ./internal/failover; \
+		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold|Election)$$' ./internal/failover; \
 	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover; \
 		echo "test-failover: in $$(($$(date +%s) - t))s"
 

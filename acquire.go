@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// acquire is Lock, RLock and Acquire (bounded false) and their Try forms (bounded: give up
-// after wait): it waits while ctx lives and runs its Redis commands under cmd (the observer's
-// context; see detach). blocked reports that an attempt found the lock held, or that the call
-// queued behind waiters.
-func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
+// acquire is Lock, RLock, Acquire and Campaign (bounded false) and their Try forms (bounded:
+// give up after wait): it waits while ctx lives and runs its Redis commands under cmd (the
+// observer's context; see detach). value is a Campaign's. blocked reports that an attempt found
+// the lock held, or that the call queued behind waiters.
+func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, value string, bounded bool, wait time.Duration) (_ context.Context, blocked bool, _ error) {
 	lk := &h.lock
 	if err := lk.check(ctx); err != nil {
 		return nil, false, err
@@ -35,7 +35,7 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, bounded 
 		owner = req
 	}
 	w := waiter{lk: lk, sh: h.sh, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
-		r: request{owner: owner, id: req, access: acc, n: n, join: !bounded || wait != 0}}
+		r: request{owner: owner, id: req, access: acc, n: n, value: value, join: !bounded || wait != 0}}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 	}
@@ -72,9 +72,14 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, bounded 
 
 // observeAcquire runs an acquire call (see acquire) between the observer's Start and End.
 func (h *locker) observeAcquire(ctx context.Context, op Op, acc access, n int64, bounded bool, wait time.Duration) (context.Context, error) {
+	return h.observeCall(ctx, op, acc, n, "", bounded, wait)
+}
+
+// observeCall is observeAcquire with a Campaign's value.
+func (h *locker) observeCall(ctx context.Context, op Op, acc access, n int64, value string, bounded bool, wait time.Duration) (context.Context, error) {
 	obs := h.core.obs
 	if obs == nil || ctx == nil {
-		held, _, err := h.acquire(ctx, ctx, acc, n, bounded, wait)
+		held, _, err := h.acquire(ctx, ctx, acc, n, value, bounded, wait)
 		return held, err
 	}
 	start := time.Now()
@@ -83,7 +88,7 @@ func (h *locker) observeAcquire(ctx context.Context, op Op, acc access, n int64,
 	if octx == nil {
 		octx = ctx
 	}
-	held, blocked, err := h.acquire(ctx, octx, acc, n, bounded, wait)
+	held, blocked, err := h.acquire(ctx, octx, acc, n, value, bounded, wait)
 	took := time.Since(start)
 	if err == nil && blocked {
 		obs.Event(Event{Type: EventHandoff, Lock: info, Waited: took})

@@ -264,3 +264,42 @@ func ExampleClient_NewMultiLock() {
 	// true
 	// other direction: <nil>
 }
+
+// ExampleElection_Run leads while the service runs: lead works under the term context and
+// stamps its writes with the term; Run resigns when lead returns and campaigns again, and when
+// ctx ends it resigns and returns.
+func ExampleElection_Run() {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	locks, err := rlock.New(rc, rlock.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	el := locks.NewElection("scheduler")
+	ctx, stop := context.WithCancel(context.Background()) // a service: until SIGTERM
+	rounds := 0
+	err = el.Run(ctx, "10.0.0.7:8080", func(term context.Context) error {
+		// Leading until term is done (lost, or ctx ended). Send t with every write, so that
+		// the store refuses a deposed leader's (docs/election.md).
+		t, _ := el.Term(term)
+		l, _ := el.Leader(term)
+		fmt.Println("leading:", l.Term == t, l.Value)
+		if rounds++; rounds == 2 {
+			stop() // shutting down: Run resigns and returns
+		}
+		return nil // resign; Run campaigns again
+	})
+	fmt.Println(errors.Is(err, context.Canceled))
+	l, _ := el.Leader(context.Background())
+	fmt.Println("leads after Run:", l.Term != 0)
+	// Output:
+	// leading: true 10.0.0.7:8080
+	// leading: true 10.0.0.7:8080
+	// true
+	// leads after Run: false
+}

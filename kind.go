@@ -77,8 +77,9 @@ type request struct {
 	id     string // request id: the same for every attempt of one call
 	mode   int    // takeLock, reenterOnly or resolveOnly
 	access access
-	n      int64 // permits (Semaphore)
-	join   bool  // join (or stay in) the queue if the lock is not free
+	n      int64  // permits (Semaphore)
+	value  string // what observers see while the candidate leads (an election's Campaign)
+	join   bool   // join (or stay in) the queue if the lock is not free
 	// conn, if not nil, is the connection the script must run on (see core.eval).
 	conn rueidis.DedicatedClient
 }

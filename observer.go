@@ -11,9 +11,10 @@ import (
 // [Options.Observer]. The module github.com/rlock-go/rlock/otel turns it into OpenTelemetry
 // metrics and spans. Without an Observer the library does none of this work.
 //
-// It observes every kind of lock ([Mutex], fair Mutex, [RWMutex], fair RWMutex, [Semaphore]);
-// [LockInfo.Kind] says which, and [Op] which call (Lock, RLock, Acquire, their Try forms, and
-// their releases).
+// It observes every kind of lock ([Mutex], fair Mutex, [RWMutex], fair RWMutex, [Semaphore],
+// [Election]); [LockInfo.Kind] says which, and [Op] which call (Lock, RLock, Acquire, Campaign,
+// their Try forms, and their releases). An election's holds are its terms: EventHoldStarted is
+// a term won, EventHoldEnded one resigned (OutcomeReleased) or lost.
 //
 // Methods are called synchronously, on the goroutine of the call that causes them (an
 // acquire or release call, ForceUnlock, ForceRelease, Close) or of the Client's watchdog or
@@ -25,11 +26,12 @@ import (
 // client sends one request at a time per owner and lock), so it would wait for itself.
 type Observer interface {
 	// Start is called when an acquire call (Lock, TryLock, RLock, TryRLock, Acquire,
-	// TryAcquire) or a release call (Unlock, RUnlock, Release) with a non-nil context begins. The
-	// context it returns is the one the call's Redis commands run under (without its
-	// cancellation: a tracing observer returns one that carries its span, so the commands'
-	// spans nest under it) and the one given to End; nil means ctx. It does not change the
-	// call's cancellation, nor the hold context that Lock returns, which derives from ctx.
+	// TryAcquire, Campaign, TryCampaign) or a release call (Unlock, RUnlock, Release, Resign)
+	// with a non-nil context begins. The context it returns is the one the call's Redis
+	// commands run under (without its cancellation: a tracing observer returns one that
+	// carries its span, so the commands' spans nest under it) and the one given to End; nil
+	// means ctx. It does not change the call's cancellation, nor the hold context that Lock
+	// returns, which derives from ctx.
 	Start(ctx context.Context, op Op, lock LockInfo) context.Context
 	// End is called once when that call returns, with the context Start returned, the call's
 	// outcome, how long it took (for an acquire call: the wait), and its error (nil when it
@@ -57,9 +59,14 @@ const (
 	OpAcquire
 	// OpRelease is [Semaphore.Release].
 	OpRelease
+	// OpCampaign is [Election.Campaign] or [Election.TryCampaign], or one of [Election.Run]'s.
+	OpCampaign
+	// OpResign is [Election.Resign], or one of [Election.Run]'s.
+	OpResign
 )
 
-// String returns "lock", "unlock", "rlock", "runlock", "acquire" or "release".
+// String returns "lock", "unlock", "rlock", "runlock", "acquire", "release", "campaign" or
+// "resign".
 func (o Op) String() string {
 	switch o {
 	case OpLock:
@@ -74,6 +81,10 @@ func (o Op) String() string {
 		return "acquire"
 	case OpRelease:
 		return "release"
+	case OpCampaign:
+		return "campaign"
+	case OpResign:
+		return "resign"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -129,12 +140,13 @@ const (
 	KindRWMutex     = "rw_mutex"      // [Client.NewRWMutex]
 	KindFairRWMutex = "fair_rw_mutex" // [Client.NewFairRWMutex]
 	KindSemaphore   = "semaphore"     // [Client.NewSemaphore]
+	KindElection    = "election"      // [Client.NewElection]: a hold is a term of a leader
 )
 
 // LockInfo names the lock an observation is about.
 type LockInfo struct {
 	Name string // the lock name given to NewMutex, NewRWMutex, NewSemaphore, ...
-	Kind string // KindMutex, KindFairMutex, KindRWMutex, KindFairRWMutex or KindSemaphore
+	Kind string // KindMutex, KindFairMutex, KindRWMutex, KindFairRWMutex, KindSemaphore or KindElection
 }
 
 // EventType is the kind of an [Event].

@@ -7,9 +7,9 @@ import (
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
-// release is Unlock, RUnlock and Release: it releases one hold in access acc of the owner in
-// ctx (of a Semaphore: the hold ctx carries), with its Redis commands under cmd (the
-// observer's context; see detach). See Mutex.Unlock for its errors.
+// release is Unlock, RUnlock, Release and Resign: it releases one hold in access acc of the
+// owner in ctx (of a Semaphore or an election: the hold ctx carries), with its Redis commands
+// under cmd (the observer's context; see detach). See Mutex.Unlock for its errors.
 func (h *locker) release(ctx, cmd context.Context, acc access) error {
 	lk, sh := &h.lock, h.sh
 	if err := lk.check(ctx); err != nil {
@@ -19,7 +19,7 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 	var owner string
 	if lk.ownerless {
 		if hc == nil {
-			return lk.errorf("%w: the context carries no hold; pass the context that Acquire returned", ErrNotHeld)
+			return lk.errorf("%w: the context carries no hold; pass the context that Acquire or Campaign returned", ErrNotHeld)
 		}
 		owner = hc.h.owner
 	} else {

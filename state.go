@@ -14,7 +14,7 @@ import (
 // Read it with [Mutex.State], [RWMutex.State], [Semaphore.State] or [Client.State].
 type State struct {
 	Name    string   // the lock's name
-	Kind    string   // KindMutex, KindFairMutex, KindRWMutex, KindFairRWMutex or KindSemaphore
+	Kind    string   // KindMutex, KindFairMutex, KindRWMutex, KindFairRWMutex, KindSemaphore or KindElection
 	Holders []Holder // in no particular order; empty when free; lapsed holds are not listed
 	Waiters []Waiter // waiters that hold a place, in the order they will be served
 	Token   int64    // last fencing token handed out for this name; 0: none

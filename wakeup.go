@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlock-go/rlock/internal/wire"
@@ -39,6 +40,10 @@ type subscription struct {
 	// for queued waiters of this client that are between their first attempt and their
 	// registration (see arrivals).
 	unclaimed map[string]string
+	// observers get every message and confirmation of an election's leader channel instead
+	// (see observe.go); observed is set when the first registers.
+	observers []*observation
+	observed  atomic.Bool
 
 	ctx    context.Context // cancelled when the last waiter leaves or the client closes
 	cancel context.CancelFunc
@@ -72,6 +77,10 @@ func permit(ch chan struct{}) {
 // deliver handles a message on the channel (see wire.ParseMessage). It runs on rueidis'
 // reader and must not block.
 func (s *subscription) deliver(msg string) {
+	if s.observed.Load() {
+		s.tellObservers(msg)
+		return
+	}
 	kind, addr, grant := wire.ParseMessage(msg)
 	if kind != wire.WakeAddressed {
 		if kind == wire.WakeReaders {
@@ -117,6 +126,10 @@ func (s *subscription) tell(addr, grant string) bool {
 // grant made for it before the subscription was missed too, so it is left a wake-up that its
 // registration takes (see address).
 func (s *subscription) confirmed() {
+	if s.observed.Load() {
+		s.tellObservers("")
+		return
+	}
 	permit(s.wake)
 	s.wakeReaders()
 	arriving := s.arrivals.on(s.channel)

@@ -26,6 +26,9 @@ func main() {
 	if job := os.Getenv(workerEnv); job != "" {
 		os.Exit(workerMain(job))
 	}
+	if job := os.Getenv(electionEnv); job != "" {
+		os.Exit(electionMain(job))
+	}
 	os.Exit(run())
 }
 

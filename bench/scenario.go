@@ -92,6 +92,7 @@ var scenarios = []scenario{
 	{"waiters", 10, "10. Waiters at scale: 10 waiters per held name on one client", runWaiters},
 	{"goroutines", 11, "11. Scale: throughput against goroutines on one client, one key each", runGoroutines},
 	{"transfers", 12, "12. Transfers: random pairs of 100 accounts, 3 processes x 16 goroutines", runTransfers},
+	{"election", 13, "13. Leader election: handoff, a killed leader, 100 observers", runElection},
 }
 
 // contendersFor returns the selected contenders that run in scenario (see contenderSpec.Only).

@@ -12,10 +12,12 @@
 // # Metrics
 //
 // All instruments are created by the meter named [ScopeName]. They observe every kind of lock
-// (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore) and every acquire call: Lock, TryLock,
-// RLock, TryRLock, Acquire and TryAcquire are counted alike. Attributes: rlock.lock.name (the
-// lock name; see [WithLockNames]), rlock.lock.kind ("mutex", "fair_mutex", "rw_mutex",
-// "fair_rw_mutex" or "semaphore"), and as noted below rlock.outcome and rlock.hold.end. There is
+// (Mutex, fair Mutex, RWMutex, fair RWMutex, Semaphore, Election) and every acquire call: Lock,
+// TryLock, RLock, TryRLock, Acquire, TryAcquire, Campaign and TryCampaign are counted alike.
+// An election's holds are its terms: a term won starts a hold, Resign ends it (released), a
+// lease that ran out too (lost). Attributes: rlock.lock.name (the lock name; see
+// [WithLockNames]), rlock.lock.kind ("mutex", "fair_mutex", "rw_mutex", "fair_rw_mutex",
+// "semaphore" or "election"), and as noted below rlock.outcome and rlock.hold.end. There is
 // no mode attribute on metrics: an RWMutex's read and write calls share its time series (the
 // spans' rlock.op tells them apart).
 //
@@ -46,12 +48,12 @@
 //
 // # Spans
 //
-// Every acquire call gets a span "rlock.Lock", every release call (Unlock, RUnlock, Release) a
-// span "rlock.Unlock", of kind Internal, as a child of the span in the caller's context. The
+// Every acquire call gets a span "rlock.Lock", every release call (Unlock, RUnlock, Release,
+// Resign) a span "rlock.Unlock", of kind Internal, as a child of the span in the caller's context. The
 // Redis commands of the call (the acquire and release scripts) run under it, so a rueidis
 // client wrapped with rueidisotel puts its EVALSHA spans beneath. Attributes: rlock.lock.name,
-// rlock.lock.kind, rlock.op (the call: "lock", "unlock", "rlock", "runlock", "acquire" or
-// "release"; a Try form is its plain call's op) and rlock.outcome. The status is Error, with
+// rlock.lock.kind, rlock.op (the call: "lock", "unlock", "rlock", "runlock", "acquire",
+// "release", "campaign" or "resign"; a Try form is its plain call's op) and rlock.outcome. The status is Error, with
 // the error recorded, for outcomes other than acquired, released, timed_out and canceled. The
 // lock name is an attribute, not part of the span name, since names often carry ids
 // (invoice:42) and span names should not.
@@ -83,7 +85,7 @@ const (
 
 // Instrument names (see the package documentation).
 const (
-	WaitTimeName        = "rlock.acquire.wait_time" // histogram, s: acquire call durations (Lock, RLock, Acquire, Try forms)
+	WaitTimeName        = "rlock.acquire.wait_time" // histogram, s: acquire call durations (Lock, RLock, Acquire, Campaign, Try forms)
 	HoldTimeName        = "rlock.hold.time"         // histogram, s: hold durations
 	HeldName            = "rlock.held"              // up-down counter: holds now
 	WaitingName         = "rlock.waiting"           // up-down counter: acquire calls in progress
@@ -94,8 +96,8 @@ const (
 
 // Span names.
 const (
-	LockSpanName   = "rlock.Lock"   // a call that takes a hold: Lock, RLock, Acquire or a Try form (see OpKey)
-	UnlockSpanName = "rlock.Unlock" // a call that releases one: Unlock, RUnlock or Release
+	LockSpanName   = "rlock.Lock"   // a call that takes a hold: Lock, RLock, Acquire, Campaign or a Try form (see OpKey)
+	UnlockSpanName = "rlock.Unlock" // a call that releases one: Unlock, RUnlock, Release or Resign
 )
 
 // Histogram bucket boundaries, in seconds.
@@ -209,10 +211,10 @@ func (o *observer) attrs(lock rlock.LockInfo, extra ...attribute.KeyValue) []att
 	return append(kv, extra...)
 }
 
-// acquiring reports whether op takes a hold (Lock, RLock, Acquire and their Try forms), as
-// opposed to releasing one.
+// acquiring reports whether op takes a hold (Lock, RLock, Acquire, Campaign and their Try
+// forms), as opposed to releasing one.
 func acquiring(op rlock.Op) bool {
-	return op == rlock.OpLock || op == rlock.OpRLock || op == rlock.OpAcquire
+	return op == rlock.OpLock || op == rlock.OpRLock || op == rlock.OpAcquire || op == rlock.OpCampaign
 }
 
 // Start starts the call's span as a child of ctx's, and counts an acquire call as waiting.

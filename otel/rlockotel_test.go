@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis/rueidisotel"
 	"github.com/rlock-go/rlock"
 	"github.com/rlock-go/rlock/internal/redistest"
+	"github.com/rlock-go/rlock/internal/wire"
 	rlockotel "github.com/rlock-go/rlock/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -432,4 +433,70 @@ func TestWithLockNames(t *testing.T) {
 	assert.Equal(t, map[string]int64{"invoice": 2, "": 1}, got)
 	require.Len(t, spans.Ended(), 3)
 	assert.Equal(t, "rlock.Lock", spans.Ended()[0].Name())
+}
+
+// TestObserver_election: an election's terms are its holds. A term won and resigned, a
+// TryCampaign that gives up meanwhile, and a term lost (its key deleted behind its back) give
+// the acquire waits, held counts, hold times, the lost count and the spans of the other kinds.
+func TestObserver_election(t *testing.T) {
+	h := newHarness(t)
+	a := h.client(rlock.Options{WatchdogTimeout: 300 * time.Millisecond})
+	b := h.client(rlock.Options{})
+	ctx, request := h.tp.Tracer("app").Start(bg, "request")
+	el := a.NewElection("sched")
+	term, err := el.Campaign(ctx, "a")
+	require.NoError(t, err)
+	_, err = b.NewElection("sched").TryCampaign(ctx, "b", 20*time.Millisecond)
+	require.ErrorIs(t, err, rlock.ErrNotObtained)
+	attrs := lockAttrs("sched", rlock.KindElection)
+	n, _ := h.collect().sum(rlockotel.HeldName, attrs)
+	assert.EqualValues(t, 1, n, "the term is counted as held")
+	require.NoError(t, el.Resign(term))
+
+	term, err = el.Campaign(ctx, "a")
+	require.NoError(t, err)
+	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{h.addr}, DisableCache: true})
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, admin.Do(bg, admin.B().Del().Key(wire.LockKey(h.prefix, "sched")).Build()).Error())
+	select {
+	case <-term.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the lost term was not noticed")
+	}
+	require.ErrorIs(t, el.Resign(term), rlock.ErrLockLost)
+	require.NoError(t, admin.Do(bg, admin.B().Del().Key(wire.LockKey(h.prefix, "sched")+":fence").Build()).Error())
+	request.End()
+
+	final := h.collect()
+	t.Logf("at the end:\n\t%s", strings.Join(final.lines(), "\n\t"))
+	outcome := func(o rlock.Outcome) attribute.KeyValue { return rlockotel.OutcomeKey.String(o.String()) }
+	end := func(e string) attribute.KeyValue { return rlockotel.HoldEndKey.String(e) }
+	assert.EqualValues(t, 2, final.hist(rlockotel.WaitTimeName, lockAttrs("sched", rlock.KindElection, outcome(rlock.OutcomeAcquired))).Count, "terms won")
+	assert.EqualValues(t, 1, final.hist(rlockotel.WaitTimeName, lockAttrs("sched", rlock.KindElection, outcome(rlock.OutcomeTimedOut))).Count)
+	assert.EqualValues(t, 1, final.hist(rlockotel.HoldTimeName, lockAttrs("sched", rlock.KindElection, end("released"))).Count, "terms resigned")
+	assert.EqualValues(t, 1, final.hist(rlockotel.HoldTimeName, lockAttrs("sched", rlock.KindElection, end("lost"))).Count, "terms lost")
+	n, _ = final.sum(rlockotel.LostName, attrs)
+	assert.EqualValues(t, 1, n)
+	n, _ = final.sum(rlockotel.HeldName, attrs)
+	assert.EqualValues(t, 0, n)
+	n, _ = final.sum(rlockotel.WaitingName, attrs)
+	assert.EqualValues(t, 0, n)
+
+	for _, s := range []sdktrace.ReadOnlySpan{
+		h.span(rlockotel.LockSpanName, "sched", "acquired"),
+		h.span(rlockotel.UnlockSpanName, "sched", "released"),
+	} {
+		assert.Equal(t, request.SpanContext().SpanID(), s.Parent().SpanID(), s.Name())
+		assert.NotEmpty(t, h.children(s), "%s has the script's spans beneath", s.Name())
+		var op string
+		for _, kv := range s.Attributes() {
+			if kv.Key == rlockotel.OpKey {
+				op = kv.Value.AsString()
+			}
+		}
+		assert.Contains(t, []string{"campaign", "resign"}, op)
+	}
+	assert.Equal(t, codes.Unset, h.span(rlockotel.LockSpanName, "sched", "timed_out").Status().Code)
+	assert.Equal(t, codes.Error, h.span(rlockotel.UnlockSpanName, "sched", "lost").Status().Code)
 }

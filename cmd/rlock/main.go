@@ -33,6 +33,7 @@ so that at most one copy of it runs at a time across every host that uses the sa
 Usage:
   rlock exec [flags] NAME... [--] CMD [ARG...]   run CMD while holding the lock NAME (each NAME)
   rlock status [flags] NAME                       show who holds NAME, and who waits
+  rlock leader [--watch] [flags] NAME             show who leads the election NAME
   rlock unlock --force [flags] NAME               delete the lock NAME, whoever holds it
   rlock version                                   rlock's version and Go's (also --version)
   rlock help                                      this text (also -h, --help)
@@ -56,6 +57,10 @@ Flags of every subcommand:
                     a holder that dies frees the lock within D, and a holder notices a forced
                     unlock within D/3
   --fair-wait D     how long a queued --fair waiter keeps its place without polling (default 5s)
+
+Flags of leader:
+  --watch           print the leadership, then every change (a new leader, a value it
+                    proclaims, a vacancy), one line each, until SIGINT or SIGTERM
 
 Flags of exec:
   --wait D          give up after D (exit 75); --wait 0: a single attempt, fail at once if the
@@ -111,12 +116,15 @@ Exit status:
             126 CMD cannot be run; 127 CMD not found
             129, 130, 143: SIGHUP, SIGINT, SIGTERM while waiting for the lock
   status    0 held (a semaphore: any permit out), 1 free, 2 error, 64 usage error
+  leader    0 somebody leads (--watch: interrupted), 1 nobody does, 2 error, 64 usage error
   unlock    0 the lock existed (deleted now), 1 it did not, 2 error, 64 usage error
   version   0
 
 status and unlock --force tell the kind of NAME from its keys in Redis: mutex, rw_mutex
-(--read, --write), semaphore; fair_mutex, fair_rw_mutex while waiters queue. unlock --force
-ends every hold: each holder's CMD is stopped within a third of its --watchdog.
+(--read, --write), semaphore; fair_mutex, fair_rw_mutex while waiters queue; election while
+somebody leads it (status shows its leader, value, term and candidates in order; unlock
+--force leaves an election alone). unlock --force ends every hold: each holder's CMD is
+stopped within a third of its --watchdog.
 
 Example: at most one copy of a job across the fleet; a host that finds it running skips this
 round (exit 75; --quiet: silently, so cron mails nothing). In the crontab of every host:
@@ -149,6 +157,8 @@ func run(args []string, env []string, stdout, stderr io.Writer) int {
 		return runStatus(args, env, stdout, stderr)
 	case "unlock":
 		return runUnlock(args, env, stdout, stderr)
+	case "leader":
+		return runLeader(args, env, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -210,6 +220,8 @@ func subUsage(sub string) string {
 		return "rlock status [flags] NAME"
 	case "unlock":
 		return "rlock unlock --force [flags] NAME"
+	case "leader":
+		return "rlock leader [--watch] [flags] NAME"
 	}
 	return "rlock SUBCOMMAND [flags] NAME"
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -24,6 +25,7 @@ const (
 	familyMutex                   // mutex, fair_mutex
 	familyRW                      // rw_mutex, fair_rw_mutex
 	familySemaphore               // semaphore
+	familyElection                // election (while somebody leads it)
 )
 
 // familyOf returns the family of a State's Kind (rlock.Client.State tells it from the keys in
@@ -36,6 +38,8 @@ func familyOf(kind string) family {
 		return familyRW
 	case rlock.KindSemaphore:
 		return familySemaphore
+	case rlock.KindElection:
+		return familyElection
 	}
 	return familyNone
 }
@@ -77,7 +81,28 @@ func runStatus(args []string, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rlock: status: %s\n", errorText(err))
 		return exitError
 	}
-	printState(stdout, st, wire.LockKey(f.keyPrefix(), name), f.fair)
+	key := wire.LockKey(f.keyPrefix(), name)
+	if st.Kind == rlock.KindElection {
+		// Two reads: again if a new term began between them (State's Token is the last term).
+		var l rlock.Leadership
+		for try := 0; try < 3; try++ {
+			if try > 0 {
+				if st, err = readState(s, name); err != nil {
+					break
+				}
+			}
+			if l, err = s.locks.NewElection(name).Leader(context.Background()); err != nil || l.Term == 0 || l.Term == st.Token {
+				break
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rlock: status: %s\n", errorText(err))
+			return exitError
+		}
+		printElection(stdout, st, l, key)
+	} else {
+		printState(stdout, st, key, f.fair)
+	}
 	if len(st.Holders) > 0 {
 		return exitHeld
 	}
@@ -174,6 +199,34 @@ func printState(w io.Writer, st rlock.State, key string, fair bool) {
 		printWaiters(w, st.Waiters, st.Kind == rlock.KindFairRWMutex)
 	case fair:
 		fmt.Fprintln(w, "queue: empty")
+	}
+}
+
+// printElection writes st, the state of an election whose hash is the Redis key key, and l,
+// its leadership, read just after: the leader (its candidate id), its term, lease and value,
+// and the candidates in the order they will lead.
+//
+//	scheduler: election led by 3kq8f0b2c1d9e1 (key rlock:{scheduler}), term 1767225600123, lease 29.874s left
+//	value: "10.0.0.7:8080"
+//	candidates: 1 waiting
+//	  1. 3kq8f0b2c1d9e2, deadline in 4.985s
+func printElection(w io.Writer, st rlock.State, l rlock.Leadership, key string) {
+	switch {
+	case len(st.Holders) == 0 || l.Term == 0:
+		fmt.Fprintf(w, "%s: election, no leader (key %s)\n", st.Name, key)
+	case l.Lease < 0:
+		fmt.Fprintf(w, "%s: election led by %s (key %s), term %d, no lease: the key has no expiry\n", st.Name,
+			st.Holders[0].Owner, key, l.Term)
+	default:
+		fmt.Fprintf(w, "%s: election led by %s (key %s), term %d, lease %v left\n", st.Name, st.Holders[0].Owner, key,
+			l.Term, l.Lease)
+	}
+	if l.Term != 0 {
+		fmt.Fprintf(w, "value: %s\n", strconv.Quote(l.Value))
+	}
+	if len(st.Waiters) > 0 {
+		fmt.Fprintf(w, "candidates: %d waiting\n", len(st.Waiters))
+		printWaiters(w, st.Waiters, false)
 	}
 }
 

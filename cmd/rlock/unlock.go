@@ -66,6 +66,9 @@ func forceUnlock(s *session, f *redisFlags, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if st.Kind == rlock.KindElection {
+		return false, fmt.Errorf("%w: %q is an election: unlock --force does not end its term", rlock.ErrInvalid, name)
+	}
 	fair := *f
 	fair.fair = f.fair || st.Kind == rlock.KindFairMutex || st.Kind == rlock.KindFairRWMutex
 	switch familyOf(st.Kind) {

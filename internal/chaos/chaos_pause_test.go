@@ -1,9 +1,10 @@
 package chaos_test
 
 // TestChaosPause: the chaos test with paused processes and a stalled server. chaosPauseProcs
-// child processes × chaosPauseGoroutines goroutines take six locks, one of each kind (Mutex,
+// child processes × chaosPauseGoroutines goroutines take seven locks, one of each kind (Mutex,
 // fair Mutex, RWMutex for reading and writing, fair RWMutex, Semaphore of 1 permit, Semaphore
-// of 3 permits taken 1 or 2 at a time), every mutex WithFencing, while the parent
+// of 3 permits taken 1 or 2 at a time, an Election whose holds are terms: Campaign or
+// TryCampaign, then Resign), every mutex WithFencing, while the parent
 //
 //   - stops a random child (SIGSTOP) every 0.3-1 s, two times in three for longer than both the
 //     lease (WatchdogTimeout) and FairWaitTimeout, else briefly, and lets it go on (SIGCONT);
@@ -120,14 +121,14 @@ const (
 
 // chaosPauseLock is a lock every child uses.
 type chaosPauseLock struct {
-	name, kind string // kind: mutex, fair-mutex, rw, fair-rw, semaphore
+	name, kind string // kind: mutex, fair-mutex, rw, fair-rw, semaphore, election
 	permits    int64  // semaphore
 }
 
 // chaosPauseLocks are the locks of a pause chaos run, one per kind.
 var chaosPauseLocks = []chaosPauseLock{
 	{"m", "mutex", 0}, {"fm", "fair-mutex", 0}, {"rw", "rw", 0}, {"frw", "fair-rw", 0},
-	{"s1", "semaphore", 1}, {"sn", "semaphore", 3},
+	{"s1", "semaphore", 1}, {"sn", "semaphore", 3}, {"el", "election", 0},
 }
 
 // TestChaosPause runs the pause chaos test under each wait strategy for -chaospause.duration.
@@ -936,7 +937,7 @@ func (a *chaosPauseAnalysis) report(t *testing.T, wait string, f *chaosPauseFaul
 		}
 	}
 	var acqParts []string
-	for _, k := range []string{"m", "fm", "rw/r", "rw/w", "frw/r", "frw/w", "s1", "sn"} {
+	for _, k := range []string{"m", "fm", "rw/r", "rw/w", "frw/r", "frw/w", "s1", "sn", "el"} {
 		acqParts = append(acqParts, fmt.Sprintf("%s %d", k, acq[k]))
 	}
 	errKinds := make([]string, 0, len(a.errCounts))
@@ -947,7 +948,7 @@ func (a *chaosPauseAnalysis) report(t *testing.T, wait string, f *chaosPauseFaul
 	if len(errKinds) == 0 {
 		errKinds = []string{"none"}
 	}
-	for _, k := range []string{"m", "fm", "rw/r", "rw/w", "frw/r", "frw/w", "s1", "sn"} {
+	for _, k := range []string{"m", "fm", "rw/r", "rw/w", "frw/r", "frw/w", "s1", "sn", "el"} {
 		if acq[k] == 0 && *chaosPauseDuration >= 10*time.Second {
 			t.Errorf("no acquisition of %s in %v: the run checked nothing there", k, *chaosPauseDuration)
 		}
@@ -970,6 +971,7 @@ type chaosPauseTarget struct {
 	m  *rlock.Mutex
 	rw *rlock.RWMutex
 	s  *rlock.Semaphore
+	el *rlock.Election
 }
 
 // runChaosPauseChild is main() of a TestChaosPause child (RLOCK_TEST_HELPER=chaos-pause):
@@ -1024,6 +1026,8 @@ func runChaosPauseChild() int {
 			t.rw = c.NewFairRWMutex(l.name, rlock.WithFencing())
 		case "semaphore":
 			t.s = c.NewSemaphore(l.name, l.permits)
+		case "election":
+			t.el = c.NewElection(l.name)
 		}
 		targets[i] = t
 	}
@@ -1081,6 +1085,8 @@ func (w *chaosPauseWorker) run(end time.Time) {
 		switch {
 		case t.m != nil:
 			mode = mutexMode(t.m)
+		case t.el != nil:
+			mode = electionMode(t.el, id)
 		case t.rw != nil && w.rng.IntN(5) < 3:
 			mode, modeName = readMode(t.rw), "r"
 		case t.rw != nil:

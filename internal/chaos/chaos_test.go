@@ -1757,6 +1757,17 @@ func mutexMode(m *rlock.Mutex) chaosMode {
 	return chaosMode{lock: m.Lock, try: m.TryLock, release: m.Unlock, token: m.Token, minToken: 1}
 }
 
+// electionMode campaigns in el with value: a hold is a term, its token the term.
+func electionMode(el *rlock.Election, value string) chaosMode {
+	return chaosMode{
+		lock: func(ctx context.Context) (context.Context, error) { return el.Campaign(ctx, value) },
+		try: func(ctx context.Context, wait time.Duration) (context.Context, error) {
+			return el.TryCampaign(ctx, value, wait)
+		},
+		release: el.Resign, token: el.Term, minToken: 1,
+	}
+}
+
 // readMode holds rw for reading.
 func readMode(rw *rlock.RWMutex) chaosMode {
 	return chaosMode{lock: rw.RLock, try: rw.TryRLock, release: rw.RUnlock, token: rw.Token}

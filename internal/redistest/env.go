@@ -167,7 +167,7 @@ func (e *Env) Do(args ...string) rueidis.RedisResult {
 		e.T.Fatalf("do %v: say which node runs it", args)
 	}
 	cmd := func() rueidis.Completed {
-		return e.Dep.Admin.B().Arbitrary(args[0]).Keys(args[1:1+n]...).Args(args[1+n:]...).Build()
+		return e.Dep.Admin.B().Arbitrary(args[0]).Keys(args[1 : 1+n]...).Args(args[1+n:]...).Build()
 	}
 	res := e.Dep.Admin.Do(context.Background(), cmd())
 	if err := res.Error(); err != nil && readOnly[name] && !isRedisErr(err) {
