@@ -1,8 +1,8 @@
 package rlock
 
 import (
-	"context"
 	"sync"
+	"time"
 )
 
 // Requests whose reply is lost. A script whose reply never arrived may or may not have run, so
@@ -35,6 +35,7 @@ type lane struct {
 	lk   *lock // the lock that left work on the lane, to settle it
 
 	lostAcquire request                  // an acquire whose reply was lost and whose caller left; id "": none
+	leaves      []leaving                // queue places of calls that gave up, to leave
 	owed        [accesses]int            // holds taken for callers who left, to give back
 	giveBack    [accesses]pendingRelease // the give-back in flight (replayed after a lost reply)
 
@@ -49,6 +50,13 @@ type lane struct {
 	// and dropped when that record ends: a retry then returns ErrNotHeld.
 	settled [accesses]bool
 	outcome [accesses]error
+}
+
+// leaving is the queue place of a call that gave up: its request, on its lock (whose options
+// made its queue entry).
+type leaving struct {
+	lk *lock
+	r  request
 }
 
 // of returns the lane of hk, making it if there is none. Called with t.mu held.
@@ -85,39 +93,53 @@ func (t *laneTable) recordEnded(hk holdKey) {
 }
 
 // idle takes a reference to every lane that has work left and that nobody is using, and
-// returns them (see settleLanes). Called with t.mu held.
-func (t *laneTable) idle() []*lane {
-	var ls []*lane
+// returns them, and whether other lanes have work left (see settler). Called with t.mu held.
+func (t *laneTable) idle(ls []*lane) (_ []*lane, busy bool) {
 	for _, l := range t.m {
-		if l.refs == 0 && l.work() {
+		switch {
+		case !l.work():
+		case l.refs == 0:
 			l.refs++
 			ls = append(ls, l)
+		default:
+			busy = true
 		}
 	}
-	return ls
+	return ls, busy
 }
 
-// take waits for the turn of the lane of hk while ctx lives, settling nothing. It returns
-// ctx's error or ErrClosed, holding nothing, if those end the wait.
-func (t *laneTable) take(ctx context.Context, hk holdKey) (*lane, error) {
+// take waits for the turn of the lane of hk within b, settling nothing: until b's context ends
+// (its error), b's end plus replyGrace passes (errNoReply: a request of the owner is still in
+// flight) or the client closes (ErrClosed); it then holds nothing.
+func (t *laneTable) take(b bound, hk holdKey) (*lane, error) {
 	t.mu.Lock()
 	l := t.of(hk)
 	l.refs++
 	t.mu.Unlock()
 	select {
 	case l.turn <- struct{}{}:
+		return l, nil
 	default:
-		select {
-		case l.turn <- struct{}{}:
-		case <-ctx.Done():
-			t.drop(l)
-			return nil, ctx.Err()
-		case <-t.c.ctx.Done():
-			t.drop(l)
-			return nil, ErrClosed
-		}
 	}
-	return l, nil
+	var limit <-chan time.Time
+	if !b.end.IsZero() {
+		tm := time.NewTimer(time.Until(b.end) + replyGrace)
+		defer tm.Stop()
+		limit = tm.C
+	}
+	var err error
+	select {
+	case l.turn <- struct{}{}:
+		return l, nil
+	case <-b.ctx.Done():
+		err = b.ctx.Err()
+	case <-limit:
+		err = errNoReply
+	case <-t.c.ctx.Done():
+		err = ErrClosed
+	}
+	t.drop(l)
+	return nil, err
 }
 
 // exit gives up the turn of l.
@@ -144,7 +166,7 @@ func (t *laneTable) drop(l *lane) {
 // work reports whether l carries work to settle (see settle). Called with the shard's mutex
 // held.
 func (l *lane) work() bool {
-	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != ""
+	return l.lostAcquire.id != "" || len(l.leaves) > 0 || l.owed != [accesses]int{} || l.unlock.request != ""
 }
 
 // kept reports whether l keeps a settled outcome for a retry (see lane.settled). Called with

@@ -136,13 +136,14 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	if err := m.check(ctx); err != nil {
 		return false, 0, 0, err
 	}
-	ctx, cancel := readCtx(ctx)
-	defer cancel()
-	r, err := m.core.variant(wire.Inspect).Exec(ctx, m.core.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.Inspection
-	if err == nil {
-		in, err = wire.ParseInspect(r)
-	}
+	err = m.core.read(ctx, func(ctx context.Context) error {
+		r, err := m.core.variant(wire.Inspect).Exec(ctx, m.core.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+		if err == nil {
+			in, err = wire.ParseInspect(r)
+		}
+		return err
+	})
 	if err != nil {
 		return false, 0, 0, m.redisErr("inspect", badReply(err))
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
-// watchdog holds and has lanes with work left settled. After a failed renewal it tries again
+// watchdog holds and wakes the settler. After a failed renewal it tries again
 // soon (10ms doubling, at most a third of the lease), not a whole period later. Holds granted
 // with a short claim (direct handoff) are renewed on their own before it runs out (see
 // renewSoon). After a restart or failover was noticed it checks every hold (see checkNow).
@@ -33,8 +33,6 @@ func (w *watchdog) run() {
 	c := w.c
 	defer c.wg.Done()
 	period := c.lease / 3
-	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
-	var settling <-chan struct{}                    // closed when the last settling ended
 	t := time.NewTimer(period)
 	defer t.Stop()
 	soon := time.NewTimer(time.Hour)
@@ -78,11 +76,9 @@ func (w *watchdog) run() {
 			}
 			continue
 		}
-		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
-		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
-		if settling == nil || isClosed(settling) {
-			settling = w.shards.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
-		}
+		// The lanes' work is the settler's, beside the renewals (a safety net: whoever leaves
+		// work wakes it).
+		c.settleSoon()
 		if claimedOnly {
 			w.soonAt.Store(0)
 			if !w.renewer.renew(true) {
@@ -126,15 +122,5 @@ func (w *watchdog) checkNow() {
 	select {
 	case w.recheck <- struct{}{}:
 	default:
-	}
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }

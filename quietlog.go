@@ -1,0 +1,82 @@
+package rlock
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// quietEvery is how often a failure that goes on (renewals of one node, the settling of lost
+// replies) is logged again while it lasts.
+const quietEvery = 10 * time.Second
+
+// quietLog logs background failures that repeat while Redis is away, so that an outage of any
+// length gives a handful of lines: the first failure of a run (a WARN), then at most one line
+// every quietEvery per key (a node, or the settling), saying how long it has failed and how
+// often, and one line (an INFO) when the key succeeds again. Its methods are safe for
+// concurrent use.
+type quietLog struct {
+	l       *slog.Logger
+	failing atomic.Int32 // len(runs), read without mu
+	mu      sync.Mutex
+	runs    map[string]*failRun // keys failing now
+}
+
+// failRun is one run of failures of a key.
+type failRun struct {
+	since, logged time.Time // its first failure, its last line
+	failures      int
+}
+
+// init sets q up to log to l.
+func (q *quietLog) init(l *slog.Logger) { q.l = l }
+
+// fail records a failure of key with err: logged as msg (with args) when it starts a run, or
+// quietEvery after the run's last line, with how long and how often it has failed.
+func (q *quietLog) fail(key, msg string, err error, args ...any) {
+	now := time.Now()
+	q.mu.Lock()
+	r := q.runs[key]
+	if r == nil {
+		if q.runs == nil {
+			q.runs = make(map[string]*failRun)
+		}
+		r = &failRun{since: now}
+		q.runs[key] = r
+		q.failing.Add(1)
+	}
+	r.failures++
+	first, due := r.failures == 1, now.Sub(r.logged) >= quietEvery
+	if first || due {
+		r.logged = now
+	}
+	failures, since := r.failures, r.since
+	q.mu.Unlock()
+	switch {
+	case first:
+		q.l.Warn(msg, append(args, "error", err)...)
+	case due:
+		q.l.Warn(msg, append(args, "error", err, "failing_for", now.Sub(since).Round(time.Millisecond),
+			"failures", failures)...)
+	}
+}
+
+// ok records a success of key: if it was failing, msg (with args) is logged with how long and
+// how often it failed, and the run ends.
+func (q *quietLog) ok(key, msg string, args ...any) {
+	if q.failing.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	r := q.runs[key]
+	if r != nil {
+		delete(q.runs, key)
+		q.failing.Add(-1)
+	}
+	q.mu.Unlock()
+	if r != nil {
+		q.l.Info(msg, append(args, "failed_for", time.Since(r.since).Round(time.Millisecond),
+			"failures", r.failures)...)
+	}
+}
