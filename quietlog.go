@@ -25,8 +25,9 @@ type quietLog struct {
 
 // failRun is one run of failures of a key.
 type failRun struct {
-	since, logged time.Time // its first failure, its last line
+	since, logged time.Time // its first failure, its last line (or its start, if none yet)
 	failures      int
+	lines         int // lines logged for it
 }
 
 // init sets q up to log to l.
@@ -34,7 +35,17 @@ func (q *quietLog) init(l *slog.Logger) { q.l = l }
 
 // fail records a failure of key with err: logged as msg (with args) when it starts a run, or
 // quietEvery after the run's last line, with how long and how often it has failed.
-func (q *quietLog) fail(key, msg string, err error, args ...any) {
+func (q *quietLog) fail(key, msg string, err error, args ...any) { q.record(key, true, msg, err, args) }
+
+// failLate is fail for a failure that matters only if it lasts (the settling of what a call
+// left, which the call's own error already reported): its run is logged first quietEvery after
+// it began, and its end only if it was.
+func (q *quietLog) failLate(key, msg string, err error, args ...any) {
+	q.record(key, false, msg, err, args)
+}
+
+// record records a failure of key (see fail and failLate; now: log a run's first failure).
+func (q *quietLog) record(key string, now0 bool, msg string, err error, args []any) {
 	now := time.Now()
 	q.mu.Lock()
 	r := q.runs[key]
@@ -42,14 +53,15 @@ func (q *quietLog) fail(key, msg string, err error, args ...any) {
 		if q.runs == nil {
 			q.runs = make(map[string]*failRun)
 		}
-		r = &failRun{since: now}
+		r = &failRun{since: now, logged: now}
 		q.runs[key] = r
 		q.failing.Add(1)
 	}
 	r.failures++
-	first, due := r.failures == 1, now.Sub(r.logged) >= quietEvery
+	first, due := r.failures == 1 && now0, now.Sub(r.logged) >= quietEvery
 	if first || due {
 		r.logged = now
+		r.lines++
 	}
 	failures, since := r.failures, r.since
 	q.mu.Unlock()
@@ -75,7 +87,7 @@ func (q *quietLog) ok(key, msg string, args ...any) {
 		q.failing.Add(-1)
 	}
 	q.mu.Unlock()
-	if r != nil {
+	if r != nil && r.lines > 0 {
 		q.l.Info(msg, append(args, "failed_for", time.Since(r.since).Round(time.Millisecond),
 			"failures", r.failures)...)
 	}

@@ -131,7 +131,7 @@ func (sh *shard) oweHolds(h *hold, a access) {
 func (sh *shard) settle(cmd context.Context, l *lane) error {
 	err := sh.settleOnce(cmd, l)
 	if isTransport(err) {
-		sh.c.log.fail("settle", "rlock: settling requests whose reply was lost failed; retrying", err,
+		sh.c.log.failLate("settle", "rlock: settling requests whose reply was lost failed; retrying", err,
 			"lock", l.hk.key, "owner", l.hk.owner)
 	} else {
 		sh.c.log.ok("settle", "rlock: settling requests whose reply was lost succeeds again")
