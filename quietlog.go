@@ -7,18 +7,19 @@ import (
 	"time"
 )
 
-// quietEvery is how often a failure that goes on (renewals of one node, the settling of lost
+// quietEvery is how often a failure that goes on (the renewals, the settling of lost
 // replies) is logged again while it lasts.
 const quietEvery = 10 * time.Second
 
 // quietLog logs background failures that repeat while Redis is away, so that an outage of any
 // length gives a handful of lines: the first failure of a run (a WARN), then at most one line
-// every quietEvery per key (a node, or the settling), saying how long it has failed and how
+// every quietEvery per key (the renewals, or the settling), saying how long it has failed and how
 // often, and one line (an INFO) when the key succeeds again. Its methods are safe for
 // concurrent use.
 type quietLog struct {
 	l       *slog.Logger
-	failing atomic.Int32 // len(runs), read without mu
+	every   time.Duration // quietEvery (tests scale it down)
+	failing atomic.Int32  // len(runs), read without mu
 	mu      sync.Mutex
 	runs    map[string]*failRun // keys failing now
 }
@@ -31,7 +32,7 @@ type failRun struct {
 }
 
 // init sets q up to log to l.
-func (q *quietLog) init(l *slog.Logger) { q.l = l }
+func (q *quietLog) init(l *slog.Logger) { q.l, q.every = l, quietEvery }
 
 // fail records a failure of key with err: logged as msg (with args) when it starts a run, or
 // quietEvery after the run's last line, with how long and how often it has failed.
@@ -58,7 +59,7 @@ func (q *quietLog) record(key string, now0 bool, msg string, err error, args []a
 		q.failing.Add(1)
 	}
 	r.failures++
-	first, due := r.failures == 1 && now0, now.Sub(r.logged) >= quietEvery
+	first, due := r.failures == 1 && now0, now.Sub(r.logged) >= q.every
 	if first || due {
 		r.logged = now
 		r.lines++

@@ -46,8 +46,15 @@ type waiter struct {
 	over bool
 }
 
-// bound is the bound of the call's Redis calls: its end, or its context's.
-func (w *waiter) bound() bound { return bound{ctx: w.ctx, end: w.end} }
+// bound is the bound of the call's Redis calls: its end, or its context's. With SyncReplicas an
+// attempt waits SyncTimeout for the replicas in Redis (WAIT), which its end then allows for.
+func (w *waiter) bound() bound {
+	b := bound{ctx: w.ctx, end: w.end}
+	if o := w.lk.core.opts; o.SyncReplicas > 0 && !b.end.IsZero() {
+		b.end = b.end.Add(o.SyncTimeout)
+	}
+	return b
+}
 
 // address is what a wake-up addressed to this waiter names (wakeAddressed).
 func (w *waiter) address() string { return w.style.prefix + w.r.owner }

@@ -19,12 +19,14 @@ type watchdog struct {
 	recheck chan struct{} // wakes it: check every hold now (see watchers.go)
 	// soonAt is when it renews claimed holds (UnixNano); 0: not planned.
 	soonAt atomic.Int64
+	// checking: a check of the fixed-lease holds is in flight (see checkFixed).
+	checking atomic.Bool
 }
 
 // init sets w up for the client of c, whose state is s.
 func (w *watchdog) init(c *core, s *shards) {
 	w.c, w.shards = c, s
-	w.renewer, w.checker = renewer{c, s}, checker{c, s}
+	w.renewer, w.checker = renewer{c, s, &renewFlights{}}, checker{c, s}
 	w.soon, w.recheck = make(chan struct{}, 1), make(chan struct{}, 1)
 }
 
@@ -65,9 +67,7 @@ func (w *watchdog) run() {
 			// fixed-lease holds checked.
 			giveUp := checkGiveUp(checks)
 			ok := w.renewer.renewWithin(false, giveUp)
-			ctx, cancel := giveUpAfter(c.ctx, giveUp)
-			ok = w.checker.check(ctx, false) && ok
-			cancel()
+			ok = w.checkFixed(giveUp) && ok
 			checks++
 			if ok {
 				checks = 0
@@ -95,6 +95,38 @@ func (w *watchdog) run() {
 		// A fixed cadence: the time the renewals took counts towards the next period.
 		t.Reset(max(next-time.Since(start), time.Millisecond))
 	}
+}
+
+// checkFixed checks the fixed-lease holds (see checker.check) on a goroutine of the client that
+// gives up after giveUp, and waits for it that long at most: a node in a handshake (which
+// rueidis bounds by its dial timeout alone, whatever the context) holds up no renewal. It
+// reports whether every check got through; while a check is in flight, the next is skipped.
+func (w *watchdog) checkFixed(giveUp time.Duration) bool {
+	c := w.c
+	if !w.checking.CompareAndSwap(false, true) {
+		return false
+	}
+	if !c.startFlight() {
+		w.checking.Store(false)
+		return false
+	}
+	done := make(chan bool, 1)
+	go func() {
+		defer c.wg.Done()
+		defer w.checking.Store(false)
+		ctx, cancel := giveUpAfter(c.ctx, giveUp)
+		defer cancel()
+		done <- w.checker.check(ctx, false)
+	}()
+	t := time.NewTimer(giveUp)
+	defer t.Stop()
+	select {
+	case ok := <-done:
+		return ok
+	case <-t.C:
+	case <-c.ctx.Done():
+	}
+	return false
 }
 
 // renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
