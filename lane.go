@@ -11,7 +11,7 @@ import (
 // NUL + client id + owner: sending the same id again returns the recorded outcome instead of
 // counting again. The record names only the last request, so this client sends one request at
 // a time per owner and lock: the lane. A request whose outcome is still unknown when its call
-// returns stays on the lane and is settled before the lane's next request, or by the watchdog
+// returns stays on the lane and is settled before the lane's next request, or by the settler
 // (see settle.go): a lost acquire is resolved and its hold given back, a lost Unlock is
 // replayed.
 
