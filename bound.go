@@ -74,6 +74,8 @@ type flight struct {
 	state  atomic.Int32 // flying, landed, or left
 	done   chan struct{}
 	cancel context.CancelFunc
+	// keep: its caller leaving does not cancel it (see flyKept); Close does.
+	keep bool
 }
 
 // States of a flight.
@@ -84,17 +86,21 @@ const (
 )
 
 // launch starts call on a goroutine of the client, under a context with cmd's values that is
-// cancelled once its caller leaves (never given a deadline). If the caller leaves (see wait),
-// orphan, if not nil, runs on that goroutine once call returns. It returns nil once the client
-// is closed.
-func (c *core) launch(cmd context.Context, call func(context.Context), orphan func()) *flight {
+// cancelled (never given a deadline) once its caller leaves, or, if keep, once the client
+// closes. If the caller leaves (see wait), orphan, if not nil, runs on that goroutine once call
+// returns. It returns nil once the client is closed.
+func (c *core) launch(cmd context.Context, keep bool, call func(context.Context), orphan func()) *flight {
 	if !c.startFlight() {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(cmd))
-	f := &flight{done: make(chan struct{}), cancel: cancel}
+	f := &flight{done: make(chan struct{}), cancel: cancel, keep: keep}
 	go func() {
 		defer c.wg.Done()
+		defer cancel()
+		if keep {
+			defer context.AfterFunc(c.ctx, cancel)()
+		}
 		call(giveUp{ctx})
 		if f.state.CompareAndSwap(flying, landed) {
 			close(f.done)
@@ -142,7 +148,9 @@ func (f *flight) wait(c *core, b bound) error {
 		f.cancel()
 		return nil
 	}
-	f.cancel()
+	if !f.keep {
+		f.cancel()
+	}
 	return err
 }
 
@@ -151,11 +159,26 @@ func (f *flight) wait(c *core, b bound) error {
 // returned, else errNoReply or ErrClosed: call goes on without its caller, and orphan, if not
 // nil, runs once it returns (at once, if the client was closed before it started).
 func (c *core) fly(b bound, cmd context.Context, call func(context.Context), orphan func()) error {
+	return c.flyWith(b, cmd, false, call, orphan)
+}
+
+// flyKept is fly for a request that must not be abandoned while it may still run: an acquire
+// attempt. A cancelled call is not withdrawn from Redis (it may sit unread on a stalled or
+// stopped server), and rueidis may send the request that resolves it on another connection,
+// to run first; the attempt would then take a hold after its resolution found nothing. So a
+// kept flight waits for its reply (or a connection failure, which rueidis' own timeouts bound)
+// after its caller left, and its orphan learns the real outcome.
+func (c *core) flyKept(b bound, cmd context.Context, call func(context.Context), orphan func()) error {
+	return c.flyWith(b, cmd, true, call, orphan)
+}
+
+// flyWith is fly, or flyKept if keep.
+func (c *core) flyWith(b bound, cmd context.Context, keep bool, call func(context.Context), orphan func()) error {
 	if b.unbounded() {
 		call(detach(cmd))
 		return nil
 	}
-	f := c.launch(cmd, call, orphan)
+	f := c.launch(cmd, keep, call, orphan)
 	if f == nil {
 		if orphan != nil {
 			orphan()

@@ -62,8 +62,8 @@ func (sh *shard) settleWithin(b bound, cmd context.Context, l *lane) (held bool,
 // giveUp records on l, owner's lane of lk, what a call that ends without a hold leaves to
 // settle: its queue place (leave: it may have one) and its last attempt, request r, whose
 // outcome it does not know (lost: its reply was lost, and the caller holds l's turn). Then it
-// settles l within b if it holds or can take l's turn, and leaves the rest to the settler. The
-// caller's turn, if it held l's, is given back (or to a flight that still runs).
+// settles l within b if it holds l's turn or can take it at once, and leaves the rest to the
+// settler. The caller's turn, if it held l's, is given back (or to a flight that still runs).
 func (sh *shard) giveUp(b bound, cmd context.Context, l *lane, lk *lock, r request, leave, lost bool) {
 	hk := holdKey{lk.keys.Lock, r.owner}
 	sh.mu.Lock()
@@ -80,14 +80,16 @@ func (sh *shard) giveUp(b bound, cmd context.Context, l *lane, lk *lock, r reque
 	}
 	sh.mu.Unlock()
 	if !lost {
-		// The turn, unless another call of the owner (or a flight it left) holds it too long.
-		t, err := sh.lanes.take(b, hk)
-		sh.lanes.drop(l) // (take holds a reference of its own)
-		if err != nil {
+		// The turn if it is free at once: otherwise another call of the owner, or a flight
+		// this call left (which holds it until Redis answers), has it, and the settler does
+		// the rest.
+		select {
+		case l.turn <- struct{}{}:
+		default:
+			sh.lanes.drop(l)
 			sh.c.settleSoon()
 			return
 		}
-		l = t
 	}
 	held, err := sh.settleIn(b, cmd, l)
 	if held {

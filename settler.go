@@ -71,7 +71,7 @@ func (s *settler) pass() bool {
 			continue
 		}
 		sh, l := w.sh, w.l
-		w.f = c.launch(context.Background(), func(ctx context.Context) { w.err = sh.settle(ctx, l) }, func() {
+		w.f = c.launch(context.Background(), false, func(ctx context.Context) { w.err = sh.settle(ctx, l) }, func() {
 			sh.lanes.exit(l)
 			c.settleSoon()
 		})

@@ -79,7 +79,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	sh, lk, l := w.sh, w.lk, w.lane
 	var a attempt
 	var err error
-	if ferr := lk.core.fly(w.bound(), w.cmd, func(ctx context.Context) { a, err = lk.tryOnce(ctx, r) },
+	if ferr := lk.core.flyKept(w.bound(), w.cmd, func(ctx context.Context) { a, err = lk.tryOnce(ctx, r) },
 		func() { sh.orphaned(l, lk, r, a, err) }); ferr != nil {
 		w.lane, w.over, w.lastErr = nil, true, ferr
 		return attempt{}, ferr
