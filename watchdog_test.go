@@ -193,5 +193,5 @@ func TestWatchdog_stalledNodeDelaysNoRenewal(t *testing.T) {
 	assert.ErrorIs(t, err, rlock.ErrNotObtained, "Redis kept the hold on the healthy master")
 	require.NoError(t, c.NewMutex(a).Unlock(ha))
 	_ = c.NewMutex(b).Unlock(hb) // lost in the stall, or not
-	e.Dirty = true                // the stalled master's hold may outlive the test by its lease
+	e.Dirty = true               // the stalled master's hold may outlive the test by its lease
 }
