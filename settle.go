@@ -28,10 +28,18 @@ func (sh *shard) enterLane(b bound, cmd context.Context, lk *lock, owner string)
 // settleIn settles l once with commands under cmd (see settle), as a flight bounded by b, and
 // returns settle's error. If Redis did not answer in time it returns errNoReply (or ErrClosed)
 // and held false: the flight has l's turn, and once it returns it gives the turn back and wakes
-// the settler. Otherwise held is true: the caller still holds the turn.
+// the settler. Otherwise held is true: the caller still holds the turn. Once the client is
+// closed it settles l itself, within replyGrace.
 func (sh *shard) settleIn(b bound, cmd context.Context, l *lane) (held bool, _ error) {
 	var err error
 	c := sh.c
+	if c.closed.Load() {
+		// No flight starts once the client closes, and nothing settles l later: it is settled
+		// here, giving up after replyGrace (a queue place left then lapses by itself).
+		ctx, cancel := giveUpAfter(context.WithoutCancel(cmd), replyGrace)
+		defer cancel()
+		return true, sh.settle(giveUp{ctx}, l)
+	}
 	if ferr := c.fly(b, cmd, func(ctx context.Context) { err = sh.settle(ctx, l) }, func() {
 		sh.lanes.exit(l)
 		c.settleSoon()
