@@ -38,6 +38,10 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, value st
 		r: request{owner: owner, id: req, access: acc, n: n, value: value, join: !bounded || wait != 0}}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
+		w.end = w.deadline
+	}
+	if d, ok := ctx.Deadline(); ok && (w.end.IsZero() || d.Before(w.end)) {
+		w.end = d
 	}
 	c := h.c
 	noticed := c.watchers.notices()
@@ -45,14 +49,16 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, value st
 	if err != nil {
 		return nil, w.blocked, err
 	}
-	defer w.sh.lanes.exit(w.lane)
 	held, r, err := w.sh.register(ctx, lk, owner, acc, a)
 	if err != nil {
 		// The caller left, or the client closed, while the script ran: the hold is given
-		// back.
-		w.sh.owe(cmd, w.lane, lk, acc)
+		// back, within replyGrace, or by the settler.
+		if w.sh.owe(within(0), cmd, w.lane, lk, acc) {
+			w.sh.lanes.exit(w.lane)
+		}
 		return nil, w.blocked, err
 	}
+	w.sh.lanes.exit(w.lane)
 	if r.first {
 		c.watchers.firstHold()
 	}
@@ -99,13 +105,16 @@ func (h *locker) observeCall(ctx context.Context, op Op, acc access, n int64, va
 
 // acquire waits with the lock's strategy until an attempt succeeds (it returns holding the
 // owner's lane), the wait ends, ctx is done, or the client closes. On error it holds nothing:
-// an attempt whose reply was lost is resolved, and its hold given back if it took one.
+// its queue place is left, and an attempt whose reply was lost is resolved (its hold given
+// back if it took one), within replyGrace, or else by the settler (see shard.giveUp).
 func (w *waiter) acquire() (attempt, error) {
 	a, err := w.wait()
-	if err != nil && w.lane != nil {
-		w.sh.abandon(w.cmd, w.lane, w.lk, w.r)
-		w.sh.lanes.exit(w.lane)
-		w.lane = nil
+	if err != nil {
+		leave := w.queued && w.r.join
+		if w.lane != nil || leave {
+			w.sh.giveUp(within(0), w.cmd, w.lane, w.lk, w.r, leave, w.lane != nil)
+			w.lane = nil
+		}
 	}
 	return a, err
 }
@@ -146,13 +155,10 @@ func (w *waiter) wait() (attempt, error) {
 	if w.style.queued {
 		return w.queue(a, err)
 	}
-	if w.bounded && !time.Now().Before(w.deadline) {
-		if err != nil {
-			// The wait is over and the attempt's outcome unknown: it is resolved (and given
-			// back) before the call returns, so this is a plain ErrNotObtained as well.
-			return a, w.lk.errorf("%w (last attempt: %w)", ErrNotObtained, err)
-		}
-		return a, w.lk.errorf("%w", ErrNotObtained)
+	if w.bounded && !time.Now().Before(w.deadline) || w.over {
+		// The wait is over (an attempt whose outcome is unknown is resolved, and given back,
+		// as the call leaves): ErrNotObtained, wrapping the attempt's transport error if any.
+		return a, w.ended()
 	}
 	if s, ok := w.lk.wait.(spinWait); ok {
 		return w.spin(s.interval, err)

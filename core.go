@@ -32,12 +32,15 @@ type core struct {
 
 	ctx    context.Context // done once Close starts
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine of the client: Close waits for them
+	wg     sync.WaitGroup // every goroutine of the client, and the gate: Close waits for them
 	closed atomic.Bool
+	// starting counts flights being counted in wg (see startFlight).
+	starting atomic.Int64
+	// settle wakes the settler: a lane has work left (see settleSoon).
+	settle chan struct{}
+	// log keeps the log of failures that repeat during an outage short (see quietLog).
+	log quietLog
 }
-
-// callTimeout bounds a read made with a context that has already ended.
-const callTimeout = 10 * time.Second
 
 // idLen is the length of a client id; a request id is the client id and a counter.
 const idLen = 12
@@ -56,6 +59,17 @@ func (c *core) init(client rueidis.Client, opts Options) {
 	}
 	c.id = NewOwnerID()[:idLen]
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.settle = make(chan struct{}, 1)
+	c.log.init(opts.Logger)
+	c.wg.Add(1) // the gate (see startFlight)
+}
+
+// settleSoon wakes the settler: a lane has work left that its caller did not settle.
+func (c *core) settleSoon() {
+	select {
+	case c.settle <- struct{}{}:
+	default:
+	}
 }
 
 // requestID returns an id unique to this call among all clients: the client id (idLen bytes)
@@ -117,8 +131,8 @@ func (c *core) notReplicated(what string, res rueidis.RedisResult) error {
 }
 
 // The contexts of commands. A command whose outcome a call must learn runs detached from the
-// caller's cancellation; a background pass runs under a context that gives up without a
-// deadline; a read with an ended context gets a timeout of its own.
+// caller's cancellation: a flight's context (see bound.go) is cancelled only when its caller
+// leaves it, and a call without a bound runs without any.
 
 // detach returns ctx without its cancellation and deadline, for a Redis command whose outcome
 // the call must learn even if its caller leaves (rueidis' timeouts bound it); values such as
@@ -130,10 +144,10 @@ func detach(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// giveUp is the context of the watchdog's settling: cancelled (never given a deadline, which
-// would make rueidis close a connection under the other calls on it) once the pass gives up.
-// The commands under it keep its cancellation (see detach): a call cut short leaves its work
-// on the lane.
+// giveUp is the context of a flight or a background pass: cancelled (never given a deadline,
+// which would make rueidis close a connection under the other calls on it) once it is given
+// up. The commands under it keep its cancellation (see detach): a call cut short leaves its
+// work on the lane.
 type giveUp struct{ context.Context }
 
 // giveUpAfter returns a context for one background pass that stops waiting for replies after
@@ -147,13 +161,4 @@ func giveUpAfter(parent context.Context, d time.Duration) (context.Context, cont
 		t.Stop()
 		cancel()
 	}
-}
-
-// readCtx returns ctx for a read, or, when it has ended (an ended hold context still names
-// its owner), a context with a timeout of its own.
-func readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Err() != nil {
-		return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	}
-	return ctx, func() {}
 }

@@ -198,12 +198,16 @@ func (e *Election) Proclaim(term context.Context, value string) error {
 	}
 	h := hc.h
 	cmd := detach(term)
-	l, err := sh.lanes.take(context.Background(), holdKey{lk.keys.Lock, h.owner})
+	b := within(releaseWait)
+	l, err := sh.lanes.take(b, holdKey{lk.keys.Lock, h.owner})
 	if err != nil {
-		return err
+		return lk.errorf("proclaim: %w", err)
 	}
-	defer sh.lanes.exit(l)
-	if err := sh.settleWithin(cmd, l, releaseBudget); err != nil {
+	held, err := sh.settleWithin(b, cmd, l)
+	if held {
+		defer sh.lanes.exit(l)
+	}
+	if err != nil {
 		return lk.errorf("proclaim: %w", err)
 	}
 	if err := e.leading(h); err != nil {
@@ -211,7 +215,7 @@ func (e *Election) Proclaim(term context.Context, value string) error {
 	}
 	c := lk.core
 	var tc wire.TermCheck
-	err = retryTransport(releaseBudget, func() error {
+	err = c.retryWithin(b, func() error {
 		r, err := c.variant(wire.Proclaim).Exec(cmd, c.rc, e.keys.Election(),
 			wire.ProclaimArgs{Candidate: h.owner, Term: hc.token, Value: value}.Strings()).AsIntSlice()
 		if err == nil {
@@ -276,9 +280,18 @@ func (e *Election) Leader(ctx context.Context) (Leadership, error) {
 	if err := e.check(ctx); err != nil {
 		return Leadership{}, err
 	}
-	ctx, cancel := readCtx(ctx)
-	defer cancel()
-	return e.readLeader(ctx)
+	var l wire.Leadership
+	err := e.core.read(ctx, func(ctx context.Context) error {
+		v, err := e.core.variant(wire.ReadLeader).Exec(ctx, e.core.rc, e.keys.Leadership(), wire.NoArgs{}.Strings()).ToArray()
+		if err == nil {
+			l, err = wire.ParseLeadership(v)
+		}
+		return err
+	})
+	if err != nil {
+		return Leadership{}, e.redisErr("leader", badReply(err))
+	}
+	return Leadership{Value: l.Value, Term: l.Term, Lease: l.Lease}, nil
 }
 
 // readLeader runs el_leader.lua under ctx.

@@ -20,6 +20,10 @@ func NewSharded(client rueidis.Client, opts Options) (*Client, error) {
 	return c, err
 }
 
+// SetQuietEvery sets how often c logs a failure that goes on (quietEvery, 10s) to every; call
+// it before c's first hold.
+func SetQuietEvery(c *Client, every time.Duration) { c.log.every = every }
+
 // ReapGrace is reapGrace: how long the reaper leaves a fixed-lease hold's contexts to their
 // deadlines.
 const ReapGrace = reapGrace

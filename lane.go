@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Requests whose reply is lost. A script whose reply never arrived may or may not have run, so
@@ -11,7 +12,7 @@ import (
 // NUL + client id + owner: sending the same id again returns the recorded outcome instead of
 // counting again. The record names only the last request, so this client sends one request at
 // a time per owner and lock: the lane. A request whose outcome is still unknown when its call
-// returns stays on the lane and is settled before the lane's next request, or by the watchdog
+// returns stays on the lane and is settled before the lane's next request, or by the settler
 // (see settle.go): a lost acquire is resolved and its hold given back, a lost Unlock is
 // replayed.
 
@@ -35,6 +36,7 @@ type lane struct {
 	lk   *lock // the lock that left work on the lane, to settle it
 
 	lostAcquire request                  // an acquire whose reply was lost and whose caller left; id "": none
+	leaves      []leaving                // queue places of calls that gave up, to leave
 	owed        [accesses]int            // holds taken for callers who left, to give back
 	giveBack    [accesses]pendingRelease // the give-back in flight (replayed after a lost reply)
 
@@ -53,6 +55,13 @@ type lane struct {
 	// and dropped when that record ends: a retry then returns ErrNotHeld.
 	settled [accesses]bool
 	outcome [accesses]error
+}
+
+// leaving is the queue place of a call that gave up: its request, on its lock (whose options
+// made its queue entry).
+type leaving struct {
+	lk *lock
+	r  request
 }
 
 // of returns the lane of hk, making it if there is none. Called with t.mu held.
@@ -89,39 +98,53 @@ func (t *laneTable) recordEnded(hk holdKey) {
 }
 
 // idle takes a reference to every lane that has work left and that nobody is using, and
-// returns them (see settleLanes). Called with t.mu held.
-func (t *laneTable) idle() []*lane {
-	var ls []*lane
+// returns them, and whether other lanes have work left (see settler). Called with t.mu held.
+func (t *laneTable) idle(ls []*lane) (_ []*lane, busy bool) {
 	for _, l := range t.m {
-		if l.refs == 0 && l.work() {
+		switch {
+		case !l.work():
+		case l.refs == 0:
 			l.refs++
 			ls = append(ls, l)
+		default:
+			busy = true
 		}
 	}
-	return ls
+	return ls, busy
 }
 
-// take waits for the turn of the lane of hk while ctx lives, settling nothing. It returns
-// ctx's error or ErrClosed, holding nothing, if those end the wait.
-func (t *laneTable) take(ctx context.Context, hk holdKey) (*lane, error) {
+// take waits for the turn of the lane of hk within b, settling nothing: until b's context ends
+// (its error), b's end plus replyGrace passes (errNoReply: a request of the owner is still in
+// flight) or the client closes (ErrClosed); it then holds nothing.
+func (t *laneTable) take(b bound, hk holdKey) (*lane, error) {
 	t.mu.Lock()
 	l := t.of(hk)
 	l.refs++
 	t.mu.Unlock()
 	select {
 	case l.turn <- struct{}{}:
+		return l, nil
 	default:
-		select {
-		case l.turn <- struct{}{}:
-		case <-ctx.Done():
-			t.drop(l)
-			return nil, ctx.Err()
-		case <-t.c.ctx.Done():
-			t.drop(l)
-			return nil, ErrClosed
-		}
 	}
-	return l, nil
+	var limit <-chan time.Time
+	if !b.end.IsZero() {
+		tm := time.NewTimer(time.Until(b.end) + replyGrace)
+		defer tm.Stop()
+		limit = tm.C
+	}
+	var err error
+	select {
+	case l.turn <- struct{}{}:
+		return l, nil
+	case <-b.ctx.Done():
+		err = b.ctx.Err()
+	case <-limit:
+		err = errNoReply
+	case <-t.c.ctx.Done():
+		err = ErrClosed
+	}
+	t.drop(l)
+	return nil, err
 }
 
 // exit gives up the turn of l.
@@ -148,7 +171,8 @@ func (t *laneTable) drop(l *lane) {
 // work reports whether l carries work to settle (see settle). Called with the shard's mutex
 // held.
 func (l *lane) work() bool {
-	return l.lostAcquire.id != "" || l.owed != [accesses]int{} || l.unlock.request != "" || len(l.spreads) > 0
+	return l.lostAcquire.id != "" || len(l.leaves) > 0 || l.owed != [accesses]int{} || l.unlock.request != "" ||
+		len(l.spreads) > 0
 }
 
 // spreader is a loss that reaches other holds than the lost one: those taken with it in one
@@ -160,7 +184,7 @@ type spreader interface {
 	spread(cmd context.Context)
 }
 
-// spreadLoss leaves loss s on the lane of hk, for the watchdog (or the lane's next request) to
+// spreadLoss leaves loss s on the lane of hk, for the settler (or the lane's next request) to
 // spread. Called with t.mu held.
 func (t *laneTable) spreadLoss(hk holdKey, s spreader) {
 	l := t.of(hk)

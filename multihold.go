@@ -161,7 +161,7 @@ func (m *Mutex) fixed() bool { return m.lease > 0 }
 // lossFn is the cancellation of the set's context that member i's record (of shard sh) calls
 // when it ends, with sh's mutex held: it ends the context with the record's cause, and a loss
 // (ErrLockLost) leaves the give-back of the other members on member i's lane (see spread) and
-// has the watchdog see to it at once.
+// has the settler see to it at once.
 func (s *setHold) lossFn(i int, sh *shard) context.CancelCauseFunc {
 	return func(cause error) {
 		s.cancel(cause)
@@ -172,7 +172,7 @@ func (s *setHold) lossFn(i int, sh *shard) context.CancelCauseFunc {
 		if s.lost.CompareAndSwap(false, true) {
 			m := s.ml.members[i]
 			sh.lanes.spreadLoss(holdKey{m.keys.Lock, s.owner}, s)
-			s.ml.c.watchdog.renewSoon(time.Now())
+			s.ml.c.settleSoon()
 		}
 	}
 }

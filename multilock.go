@@ -213,14 +213,18 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 			}
 		}
 	}()
+	b := within(releaseWait)
 	for j, i := range idx {
 		m := ml.members[i]
-		l, err := m.sh.lanes.take(context.Background(), holdKey{m.keys.Lock, owner})
+		l, err := m.sh.lanes.take(b, holdKey{m.keys.Lock, owner})
 		if err != nil {
-			return fill(out, err)
+			return fill(out, ml.errorf("release: %w", err))
 		}
-		lanes[j] = l
-		if err := m.sh.settleWithin(cmd, l, releaseBudget); err != nil {
+		held, err := m.sh.settleWithin(b, cmd, l)
+		if held {
+			lanes[j] = l
+		}
+		if err != nil {
 			return fill(out, ml.errorf("release: %w", err))
 		}
 	}
@@ -286,7 +290,7 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 		sends = append(sends, gc)
 	}
 	sent := time.Now()
-	ml.runReleases(cmd, sends)
+	ml.runReleases(b, cmd, sends)
 	rtt := time.Since(sent)
 
 	for _, gc := range sends {
@@ -345,10 +349,10 @@ type groupCall struct {
 
 // runReleases runs every call in calls (multi_release.lua) in one pipeline (one round trip
 // per node), retrying those that fail in transport, with their request ids, for
-// releaseBudget. Commands run under cmd without its cancellation.
-func (ml *MultiLock) runReleases(cmd context.Context, calls []groupCall) {
+// b's end. Commands run under cmd without its cancellation.
+func (ml *MultiLock) runReleases(b bound, cmd context.Context, calls []groupCall) {
 	ctx := detach(cmd)
-	_ = retryTransport(releaseBudget, func() error {
+	_ = ml.c.retryWithin(b, func() error {
 		var todo []*groupCall
 		for k := range calls {
 			if gc := &calls[k]; gc.reply == nil && (gc.err == nil || isTransport(gc.err)) {

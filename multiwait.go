@@ -286,14 +286,14 @@ func (w *setWaiter) keep(g int, a wire.MultiAttempt, sent time.Time) error {
 
 // giveBack releases the holds of group g that an attempt took and that were not registered
 // (taken out of order, or too few replicas acknowledged them), on the lanes this call holds;
-// what it cannot release within releaseBudget is owed on the lanes.
+// what it cannot release within releaseWait is owed on the lanes.
 func (w *setWaiter) giveBack(g int) {
 	ml := w.ml
 	grp := &ml.groups[g]
 	gc := groupCall{g: g, keys: grp.keys, args: wire.MultiReleaseArgs{Owner: w.owner, Request: ml.c.requestID(),
 		Message: wire.UnlockMessage, Members: grp.specs}.Strings()}
 	calls := []groupCall{gc}
-	ml.runReleases(w.cmd, calls)
+	ml.runReleases(within(releaseWait), w.cmd, calls)
 	if calls[0].err == nil {
 		return
 	}
@@ -333,7 +333,7 @@ func (w *setWaiter) enterLanes(from, to int) error {
 	ml := w.ml
 	for i := ml.groups[from].from; i < ml.groups[to-1].to; i++ {
 		m := ml.members[i]
-		l, err := m.sh.enterLane(w.ctx, w.cmd, &m.lock, w.owner)
+		l, err := m.sh.enterLane(w.bound(), w.cmd, &m.lock, w.owner)
 		if err != nil {
 			w.exitLanes()
 			if w.ctx.Err() != nil {
@@ -398,7 +398,7 @@ func (w *setWaiter) releaseHeld(from int) {
 
 // giveUp undoes what a call that fails did: it releases every group held, leaves the queue
 // the set may hold a place in, and settles what its attempts left on the members' lanes, each
-// within releaseBudget (what is left then, the watchdog settles).
+// within releaseWait (what is left then, the settler settles).
 func (w *setWaiter) giveUp() {
 	w.releaseHeld(0)
 	w.leave()
@@ -411,15 +411,17 @@ func (w *setWaiter) giveUp() {
 		if !work {
 			continue
 		}
-		if l, err := m.sh.lanes.take(context.Background(), hk); err == nil {
-			_ = m.sh.settleWithin(w.cmd, l, releaseBudget)
-			m.sh.lanes.exit(l)
+		b := within(releaseWait)
+		if l, err := m.sh.lanes.take(b, hk); err == nil {
+			if held, _ := m.sh.settleWithin(b, w.cmd, l); held {
+				m.sh.lanes.exit(l)
+			}
 		}
 	}
 }
 
 // leave removes the set's place from the queue of the group it may hold one in (multi_leave.lua),
-// handing a member it headed and left free on, retrying transport errors for releaseBudget; a
+// handing a member it headed and left free on, retrying transport errors for releaseWait; a
 // place it cannot remove expires FairWaitTimeout after its last attempt.
 func (w *setWaiter) leave() {
 	g := w.queued
@@ -430,7 +432,7 @@ func (w *setWaiter) leave() {
 	ml := w.ml
 	grp := &ml.groups[g]
 	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Members: grp.specs}.Strings()
-	err := retryTransport(releaseBudget, func() error {
+	err := ml.c.retryWithin(within(releaseWait), func() error {
 		return ml.c.variant(wire.MultiLeave).Exec(w.cmd, ml.c.rc, grp.keys, args).Error()
 	})
 	if err != nil {
@@ -582,4 +584,20 @@ func (w *setWaiter) sleep(d time.Duration, wake <-chan struct{}) error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// bound is how long one step of the call waits for Redis (see bound.go): until the TryLock's
+// deadline, or the context's; SyncTimeout more when replicas must acknowledge.
+func (w *setWaiter) bound() bound {
+	b := bound{ctx: w.ctx}
+	if w.bounded {
+		b.end = w.deadline
+	}
+	if d, ok := w.ctx.Deadline(); ok && (b.end.IsZero() || d.Before(b.end)) {
+		b.end = d
+	}
+	if o := w.ml.c.opts; o.SyncReplicas > 0 && !b.end.IsZero() {
+		b.end = b.end.Add(o.SyncTimeout)
+	}
+	return b
 }

@@ -94,14 +94,17 @@ func (m *Mutex) Name() string { return m.name }
 // context ends it at once). On error the context is
 // nil and nothing is held: ctx's error, [ErrClosed], an error wrapping [ErrInvalid], or a Redis
 // error reply. Transport errors while waiting are retried; an attempt whose reply was lost is
-// replayed under its request id, and given back if the call ends before learning its outcome.
+// replayed under its request id, and given back if the call ends before learning its outcome
+// (in the background, owned by the Client, if Redis does not answer in time). When Redis does
+// not answer, a ctx with a deadline still ends the call within 500ms of it, and its error wraps
+// ctx's error and the transport error.
 func (m *Mutex) Lock(ctx context.Context) (context.Context, error) {
 	return m.observeAcquire(ctx, OpLock, exclusive, 0, false, 0)
 }
 
 // TryLock is [Mutex.Lock] that gives up after wait with [ErrNotObtained]; wait 0 makes a single
-// attempt. If that attempt's reply was lost, the error wraps both ErrNotObtained and the
-// transport error. A wait that ends leaves nothing in Redis (no queue entry, no subscription,
+// attempt. It returns within wait plus 500ms even when Redis does not answer; if its last
+// attempt could not reach Redis, the error wraps both ErrNotObtained and the transport error. A wait that ends leaves nothing in Redis (no queue entry, no subscription,
 // no hold).
 // A fair mutex's TryLock never jumps the queue.
 func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (context.Context, error) {
@@ -109,14 +112,15 @@ func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (context.Contex
 }
 
 // Unlock releases one hold of the owner in ctx. It ignores ctx's cancellation for the release
-// itself, retrying transport errors for a few seconds with the same request id, so a retried
+// itself, retrying transport errors for up to 500ms with the same request id (it returns within
+// 1s when Redis does not answer), so a retried
 // release never counts twice (also when the caller retries an Unlock that returned an error).
 // Errors: [ErrNotHeld] when that owner holds nothing here (Redis untouched); [ErrLockLost] when
 // this process held it but the lease was gone (a hold context whose loss the library saw, or
 // a hold Redis no longer has), so the critical section may have overlapped another holder;
 // [ErrClosed]; or a transport or Redis error, after which the hold is unchanged or released:
-// the request stays pending, is settled before the owner's next request (or by the
-// watchdog), and only its retry gets its outcome: an Unlock given the same hold context, or,
+// the request stays pending, is settled before the owner's next request (or in the
+// background), and only its retry gets its outcome: an Unlock given the same hold context, or,
 // for an Unlock given a context that carries only an owner ([WithOwner]), the owner's next such
 // Unlock while it still holds the lock in this process (once it holds nothing here, a retry
 // returns [ErrNotHeld]). When the last hold is released, the owner's hold contexts are
@@ -136,13 +140,14 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (held bool, count int
 	if err := m.check(ctx); err != nil {
 		return false, 0, 0, err
 	}
-	ctx, cancel := readCtx(ctx)
-	defer cancel()
-	r, err := m.core.variant(wire.Inspect).Exec(ctx, m.core.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.Inspection
-	if err == nil {
-		in, err = wire.ParseInspect(r)
-	}
+	err = m.core.read(ctx, func(ctx context.Context) error {
+		r, err := m.core.variant(wire.Inspect).Exec(ctx, m.core.rc, m.keys.Inspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+		if err == nil {
+			in, err = wire.ParseInspect(r)
+		}
+		return err
+	})
 	if err != nil {
 		return false, 0, 0, m.redisErr("inspect", badReply(err))
 	}

@@ -45,19 +45,25 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 	}
 	sh.mu.Unlock()
 
-	cmd = detach(cmd)
-	l, err := sh.lanes.take(context.Background(), holdKey{lk.keys.Lock, owner})
+	// The whole call, waiting for the lane included, keeps its bound (see bound.go): a request
+	// Redis does not answer in time stays pending on the lane, for the settler.
+	b := within(releaseWait)
+	l, err := sh.lanes.take(b, holdKey{lk.keys.Lock, owner})
 	if err != nil {
-		return err
+		return lk.errorf("release: %w", err)
 	}
-	defer sh.lanes.exit(l)
-	if err := sh.settleWithin(cmd, l, releaseBudget); err != nil {
+	held, err := sh.settleWithin(b, cmd, l)
+	if err != nil {
+		if held {
+			sh.lanes.exit(l)
+		}
 		return lk.errorf("release: %w", err)
 	}
 
 	sh.mu.Lock()
 	if res, ok := l.takeOutcome(hc, acc); ok {
 		sh.mu.Unlock()
+		sh.lanes.exit(l)
 		return res // this call retries a release whose request was settled meanwhile
 	}
 	if s := hc.lostRun(acc); s != nil {
@@ -65,6 +71,7 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 		// record, which the lookup below would no longer find: ErrNotHeld): as above.
 		s.count--
 		sh.mu.Unlock()
+		sh.lanes.exit(l)
 		return lk.errorf("%w", ErrLockLost)
 	}
 	rec := sh.holds.get(holdKey{lk.keys.Lock, owner})
@@ -74,24 +81,58 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 	}
 	sh.mu.Unlock()
 
-	var rel releaseReply
-	err = retryTransport(releaseBudget, func() (err error) {
-		rel, err = lk.releaseOnce(cmd, owner, acc, &p)
-		return err
-	})
+	rel, err := h.releaseWithin(b, cmd, l, owner, acc, &p)
+	held = err != errNoReply && err != ErrClosed
 
 	sh.mu.Lock()
-	defer sh.unlockAndDeliver()
 	if rec != nil {
 		rec.releasing--
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		if p.ambiguous {
 			l.keepUnlock(lk, acc, p, rec, hc)
+			sh.c.settleSoon()
 		}
-		return err
+		if !held {
+			err = lk.errorf("release: %w", err)
+		}
+	default:
+		err = sh.applyRelease(lk, rec, acc, p, rel)
 	}
-	return sh.applyRelease(lk, rec, acc, p, rel)
+	sh.unlockAndDeliver()
+	if held {
+		sh.lanes.exit(l)
+	}
+	return err
+}
+
+// releaseWithin runs the release script for p (owner's hold in access acc), whose lane l's turn
+// the caller holds, retrying transport errors with back-off while b's end is ahead, each try a
+// flight bounded by b (see bound.go). If Redis does not answer in time it returns errNoReply (or
+// ErrClosed), with p ambiguous: the flight has the lane's turn, and once it returns it gives it
+// back and wakes the settler.
+func (h *locker) releaseWithin(b bound, cmd context.Context, l *lane, owner string, acc access, p *pendingRelease) (releaseReply, error) {
+	lk, sh, c := &h.lock, h.sh, h.core
+	backoff := newBackoff()
+	for {
+		var rel releaseReply
+		var err error
+		try := *p
+		if ferr := c.fly(b, cmd, func(ctx context.Context) { rel, err = lk.releaseOnce(ctx, owner, acc, &try) }, func() {
+			sh.lanes.exit(l)
+			c.settleSoon()
+		}); ferr != nil {
+			p.ambiguous = true // it may run yet
+			return releaseReply{}, ferr
+		}
+		*p = try
+		if d := backoff.next(); isTransport(err) && c.ctx.Err() == nil && time.Now().Add(d).Before(b.end) {
+			time.Sleep(d)
+			continue
+		}
+		return rel, err
+	}
 }
 
 // observeRelease runs a release call between the observer's Start and End. Without an
@@ -123,7 +164,11 @@ func (h *locker) forceUnlock(ctx context.Context) (bool, error) {
 	}
 	s, keys, args := lk.kind.force()
 	ended := h.sh.holdsOf(lk.keys.Lock)
-	n, err := lk.core.variant(s).Exec(ctx, lk.core.rc, keys, args).AsInt64()
+	var n int64
+	err := lk.core.read(ctx, func(ctx context.Context) (err error) {
+		n, err = lk.core.variant(s).Exec(ctx, lk.core.rc, keys, args).AsInt64()
+		return err
+	})
 	if err != nil {
 		return false, lk.redisErr("force unlock", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,17 +15,19 @@ import (
 type renewer struct {
 	c      *core
 	shards *shards
+	flying *renewFlights // the slots whose renewal is in flight
 }
 
 // renewBatch is the most holds one renewal script extends (Redisson's lockWatchdogBatchSize).
 const renewBatch = 100
 
 // renew extends the lease of every watchdog hold (claimedOnly: of those granted with a
-// claim and not yet renewed), in scripts of at most renewBatch keys
-// grouped by kind and hash slot (on a cluster), all sent in one pipeline: rueidis sends each
-// node its scripts together, so a period costs one round trip per node however many slots the
-// holds cover. A hold is lost (its contexts cancelled with ErrLockLost) when Redis says its
-// owner is gone. It reports whether every script ran; a failed one is logged, and the watchdog
+// claim and not yet renewed), in scripts of at most renewBatch keys grouped by kind and hash
+// slot (on a cluster), one pipeline per slot, sent at once: rueidis writes the commands that
+// wait for one connection together, so a period still costs about one round trip per node,
+// and a node that does not answer holds up no other node's renewals. A hold is lost (its
+// contexts cancelled with ErrLockLost) when Redis says its owner is gone. It reports whether
+// every script ran within a period; a failure is logged (see quietLog), and the watchdog
 // retries soon.
 func (rn renewer) renew(claimedOnly bool) bool { return rn.renewWithin(claimedOnly, 0) }
 
@@ -58,22 +61,64 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 		}
 	})
 
-	var chunks []renewChunk
+	bySlotChunks := make(map[uint16][]renewChunk)
 	for g, holds := range bySlot {
 		for len(holds) > 0 {
 			n := min(len(holds), renewBatch)
-			chunks = append(chunks, renewChunk{g.script, g.slot, holds[:n]})
+			bySlotChunks[g.slot] = append(bySlotChunks[g.slot], renewChunk{g.script, g.slot, holds[:n]})
 			holds = holds[n:]
 		}
 	}
-	if len(chunks) == 0 {
+	if len(bySlotChunks) == 0 {
 		return true
 	}
 	if giveUp > 0 {
 		wait = giveUp
 	}
-	ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
-	defer cancel()
+	// One pipeline per slot, each on a goroutine of its own with its own give-up, its outcome
+	// applied when it lands: a node that does not answer (stalled, or in a handshake, which
+	// rueidis bounds by its dial timeout alone) holds up the renewals of no other node. The
+	// watchdog waits for them a period at most (giveUp, if set); a slot whose renewal is still
+	// in flight is skipped until it lands.
+	done := make(chan bool, len(bySlotChunks))
+	launched, ok := 0, true
+	for slot, chunks := range bySlotChunks {
+		if !rn.flying.start(slot) {
+			ok = false
+			continue
+		}
+		if !c.startFlight() {
+			rn.flying.end(slot)
+			return false // closed
+		}
+		launched++
+		go func() {
+			defer c.wg.Done()
+			defer rn.flying.end(slot)
+			ctx, cancel := giveUpAfter(c.ctx, min(wait, c.lease))
+			defer cancel()
+			done <- rn.renewSlot(ctx, chunks)
+		}()
+	}
+	limit := time.NewTimer(min(wait, c.lease/3))
+	defer limit.Stop()
+	for ; launched > 0; launched-- {
+		select {
+		case landed := <-done:
+			ok = landed && ok
+		case <-limit.C:
+			return false
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	return ok
+}
+
+// renewSlot sends the renewal scripts of chunks, all of one slot, in one pipeline under ctx,
+// applies their outcome and reports whether every script ran (see renew).
+func (rn renewer) renewSlot(ctx context.Context, chunks []renewChunk) bool {
+	c := rn.c
 	sent := time.Now()
 	results := rn.send(ctx, chunks)
 	var missing []renewChunk // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
@@ -102,7 +147,37 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 			ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
 		}
 	}
+	if ok {
+		c.log.ok("renewal", "rlock: lease renewal succeeds again")
+	}
 	return ok
+}
+
+// renewFlights is the set of slots whose renewal is in flight (see renewWithin).
+type renewFlights struct {
+	mu sync.Mutex
+	m  map[uint16]bool
+}
+
+// start adds slot to the set, unless it is there: then it reports false.
+func (f *renewFlights) start(slot uint16) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m[slot] {
+		return false
+	}
+	if f.m == nil {
+		f.m = make(map[uint16]bool)
+	}
+	f.m[slot] = true
+	return true
+}
+
+// end removes slot from the set.
+func (f *renewFlights) end(slot uint16) {
+	f.mu.Lock()
+	delete(f.m, slot)
+	f.mu.Unlock()
 }
 
 // renewReply is the outcome of one renewal script: per hold, 1 if renewed.
@@ -212,8 +287,8 @@ func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err erro
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.opts.Logger.Warn("rlock: lease renewal failed; retrying soon",
-				"locks", len(holds), "first", holds[0].h.lk.name, "error", err)
+			c.log.fail("renewal", "rlock: lease renewal failed; retrying soon", err,
+				"locks", len(holds), "first", holds[0].h.lk.name)
 			if c.obs != nil {
 				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].h.lk.info(), Cause: err, Locks: len(holds)})
 			}

@@ -17,25 +17,6 @@ func (b *backoff) next() time.Duration {
 	return b.d
 }
 
-// retryTransport runs try until it returns nil or an error that is not a transport error,
-// sleeping 10ms doubling between tries, and returns the last error once another try would
-// start after budget.
-func retryTransport(budget time.Duration, try func() error) error {
-	give := time.Now().Add(budget)
-	b := newBackoff()
-	for {
-		err := try()
-		if !isTransport(err) {
-			return err
-		}
-		d := b.next()
-		if time.Now().Add(d).After(give) {
-			return err
-		}
-		time.Sleep(d)
-	}
-}
-
 // isTransport reports whether err is a transport failure (the command may or may not have
 // run), as opposed to a reply from Redis, bad input or a closed client. A context error from
 // rueidis counts as transport even for a call made without a deadline: a connection that
@@ -52,7 +33,3 @@ func isTransport(err error) bool {
 	}
 	return true
 }
-
-// releaseBudget bounds the retries of one release, give-back or queue exit after transport
-// errors.
-const releaseBudget = 3 * time.Second

@@ -15,6 +15,7 @@ import (
 type Client struct {
 	core
 	shards    shards // the state of lock names (see shards.go)
+	settler   settler
 	watchdog  watchdog
 	reaper    reaper
 	watchers  watchers
@@ -39,7 +40,9 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 	c.watchdog.init(&c.core, &c.shards)
 	c.reaper.init(&c.core, &c.shards, &c.watchdog)
 	c.watchers.init(&c.core, &c.shards, &c.watchdog)
-	c.wg.Add(3)
+	c.settler = settler{&c.core, &c.shards}
+	c.wg.Add(4)
+	go c.settler.run()
 	go c.watchdog.run()
 	go c.reaper.run()
 	go c.watchers.run()
@@ -64,6 +67,7 @@ func (c *Client) Close() error {
 		sh.subs.cancelAll()
 		sh.endAll(ErrClosed)
 	})
+	c.closeGate() // no flight starts from here on (see startFlight)
 	c.wg.Wait()
 	close(c.closeDone)
 	return nil

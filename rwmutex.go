@@ -199,13 +199,14 @@ func (rw *RWMutex) inspect(ctx context.Context, owner string) (wire.RWInspection
 	if err := rw.check(ctx); err != nil {
 		return wire.RWInspection{}, err
 	}
-	ctx, cancel := readCtx(ctx)
-	defer cancel()
-	r, err := rw.core.variant(wire.RWInspect).Exec(ctx, rw.core.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
 	var in wire.RWInspection
-	if err == nil {
-		in, err = wire.ParseRWInspect(r)
-	}
+	err := rw.core.read(ctx, func(ctx context.Context) error {
+		r, err := rw.core.variant(wire.RWInspect).Exec(ctx, rw.core.rc, rw.keys.RWInspect(), wire.InspectArgs{Owner: owner}.Strings()).AsIntSlice()
+		if err == nil {
+			in, err = wire.ParseRWInspect(r)
+		}
+		return err
+	})
 	if err != nil {
 		return wire.RWInspection{}, rw.redisErr("inspect", badReply(err))
 	}

@@ -169,12 +169,15 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	r, err := s.core.variant(wire.SemInspect).Exec(ctx, s.core.rc, s.keys.SemInspect(),
-		wire.SemInspectArgs{Permits: s.sem.permits}.Strings()).AsIntSlice()
 	var free int64
-	if err == nil {
-		free, err = wire.ParseSemInspect(r)
-	}
+	err := s.core.read(ctx, func(ctx context.Context) error {
+		r, err := s.core.variant(wire.SemInspect).Exec(ctx, s.core.rc, s.keys.SemInspect(),
+			wire.SemInspectArgs{Permits: s.sem.permits}.Strings()).AsIntSlice()
+		if err == nil {
+			free, err = wire.ParseSemInspect(r)
+		}
+		return err
+	})
 	if pe, ok := err.(wire.PermitsError); ok {
 		return 0, s.sem.permitsErr(pe.Stored)
 	}

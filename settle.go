@@ -2,49 +2,127 @@ package rlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
-// enterLane waits for the turn of owner's lane on lk while ctx lives, then settles work left on
-// it once with commands under cmd. It returns ctx's error, ErrClosed, or the transport error
-// that kept the left work unsettled; the lane is then not held.
-func (sh *shard) enterLane(ctx, cmd context.Context, lk *lock, owner string) (*lane, error) {
-	l, err := sh.lanes.take(ctx, holdKey{lk.keys.Lock, owner})
+// enterLane waits for the turn of owner's lane on lk within b, then settles work left on it
+// once, with commands under cmd, as a flight bounded by b (see bound.go). It returns b's
+// context's error, ErrClosed, errNoReply, or the transport error that kept the left work
+// unsettled (the settler then retries it); the lane is then not held.
+func (sh *shard) enterLane(b bound, cmd context.Context, lk *lock, owner string) (*lane, error) {
+	l, err := sh.lanes.take(b, holdKey{lk.keys.Lock, owner})
 	if err != nil {
 		return nil, err
 	}
-	if err := sh.settle(cmd, l); err != nil {
-		sh.lanes.exit(l)
+	held, err := sh.settleIn(b, cmd, l)
+	if err != nil {
+		if held {
+			sh.lanes.exit(l)
+		}
+		sh.c.settleSoon()
 		return nil, err
 	}
 	return l, nil
 }
 
-// abandon records that the caller holding l's turn leaves an acquire on lk (request r) whose
-// outcome is unknown, and tries to settle it within releaseBudget, with commands under cmd.
-// Whatever is left is settled later (see settle). The turn is still held on return.
-func (sh *shard) abandon(cmd context.Context, l *lane, lk *lock, r request) {
-	sh.mu.Lock()
-	r.mode, r.join = resolveOnly, false
-	l.lostAcquire, l.lk = r, lk
-	sh.mu.Unlock()
-	_ = sh.settleWithin(cmd, l, releaseBudget)
+// settleIn settles l once with commands under cmd (see settle), as a flight bounded by b, and
+// returns settle's error. If Redis did not answer in time it returns errNoReply (or ErrClosed)
+// and held false: the flight has l's turn, and once it returns it gives the turn back and wakes
+// the settler. Otherwise held is true: the caller still holds the turn. Once the client is
+// closed it settles l itself, within replyGrace.
+func (sh *shard) settleIn(b bound, cmd context.Context, l *lane) (held bool, _ error) {
+	var err error
+	c := sh.c
+	if c.closed.Load() {
+		// No flight starts once the client closes, and nothing settles l later: it is settled
+		// here, giving up after replyGrace (a queue place left then lapses by itself).
+		ctx, cancel := giveUpAfter(context.WithoutCancel(cmd), replyGrace)
+		defer cancel()
+		return true, sh.settle(giveUp{ctx}, l)
+	}
+	if ferr := c.fly(b, cmd, func(ctx context.Context) { err = sh.settle(ctx, l) }, func() {
+		sh.lanes.exit(l)
+		c.settleSoon()
+	}); ferr != nil {
+		return false, ferr
+	}
+	return true, err
 }
 
-// owe records a hold on lk in access acc taken for a caller who left (its context ended while the
-// script ran), and gives it back within releaseBudget, or later, with commands under cmd. The
-// turn of l is held.
-func (sh *shard) owe(cmd context.Context, l *lane, lk *lock, acc access) {
+// settleWithin is settleIn, retried after transport errors with back-off while b's end is
+// ahead. Work it leaves is the settler's (woken).
+func (sh *shard) settleWithin(b bound, cmd context.Context, l *lane) (held bool, _ error) {
+	backoff := newBackoff()
+	for {
+		held, err := sh.settleIn(b, cmd, l)
+		if err == nil {
+			return true, nil
+		}
+		if d := backoff.next(); held && isTransport(err) && sh.c.ctx.Err() == nil && time.Now().Add(d).Before(b.end) {
+			time.Sleep(d)
+			continue
+		}
+		sh.c.settleSoon()
+		return held, err
+	}
+}
+
+// giveUp records on l, owner's lane of lk, what a call that ends without a hold leaves to
+// settle: its queue place (leave: it may have one) and its last attempt, request r, whose
+// outcome it does not know (lost: its reply was lost, and the caller holds l's turn). Then it
+// settles l within b if it holds l's turn or can take it at once, and leaves the rest to the
+// settler. The caller's turn, if it held l's, is given back (or to a flight that still runs).
+func (sh *shard) giveUp(b bound, cmd context.Context, l *lane, lk *lock, r request, leave, lost bool) {
+	hk := holdKey{lk.keys.Lock, r.owner}
+	sh.mu.Lock()
+	if !lost {
+		l = sh.lanes.of(hk)
+		l.refs++ // keeps the work recorded below on it until the take below, or the drop
+	}
+	if leave {
+		l.leaves = append(l.leaves, leaving{lk, r})
+	}
+	if lost {
+		r.mode, r.join = resolveOnly, false
+		l.lostAcquire, l.lk = r, lk
+	}
+	sh.mu.Unlock()
+	if !lost {
+		// The turn if it is free at once: otherwise another call of the owner, or a flight
+		// this call left (which holds it until Redis answers), has it, and the settler does
+		// the rest.
+		select {
+		case l.turn <- struct{}{}:
+		default:
+			sh.lanes.drop(l)
+			sh.c.settleSoon()
+			return
+		}
+	}
+	held, err := sh.settleIn(b, cmd, l)
+	if held {
+		sh.lanes.exit(l)
+	}
+	if err != nil {
+		sh.c.settleSoon()
+	}
+}
+
+// owe records a hold on lk in access acc taken for a caller who left (its context ended while
+// the script ran, or too few replicas acknowledged it), and gives it back within b with
+// commands under cmd, or leaves it to the settler. The caller holds l's turn, and still does on
+// return if held is true; otherwise a flight has it.
+func (sh *shard) owe(b bound, cmd context.Context, l *lane, lk *lock, acc access) (held bool) {
 	sh.mu.Lock()
 	l.owed[acc]++
 	l.lk = lk
 	sh.mu.Unlock()
-	_ = sh.settleWithin(cmd, l, releaseBudget)
+	held, _ = sh.settleWithin(b, cmd, l)
+	return held
 }
 
 // oweHolds queues the give-back of n holds of h in access a (a run lost here, still held in
-// Redis) on its lane, for the watchdog to settle. Called with sh.mu held.
+// Redis) on its lane, and wakes the settler. Called with sh.mu held.
 func (sh *shard) oweHolds(h *hold, a access, n int) {
 	if n <= 0 {
 		return
@@ -52,41 +130,56 @@ func (sh *shard) oweHolds(h *hold, a access, n int) {
 	l := sh.lanes.of(holdKey{h.key, h.owner})
 	l.owed[a] += n
 	l.lk = h.lk
+	sh.c.settleSoon()
 }
 
-// settleWithin settles l with commands under cmd, retrying transport errors with back-off
-// until budget has passed. It returns the last transport error if work is left (the watchdog
-// retries it).
-func (sh *shard) settleWithin(cmd context.Context, l *lane, budget time.Duration) error {
-	c := sh.c
-	err := retryTransport(budget, func() error {
-		err := sh.settle(cmd, l)
-		if err != nil && c.ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrClosed, err) // no retries once the client closes
-		}
-		return err
-	})
-	if err != nil {
-		c.opts.Logger.Warn("rlock: could not settle a request with a lost reply; the watchdog retries",
-			"lock", l.hk.key, "owner", l.hk.owner, "error", err)
+// settle does the work left on l, whose turn the caller holds, with commands under cmd: it
+// spreads losses to the holds taken with the lost one (see spreader), leaves the queue places
+// of calls that gave up, resolves a lost acquire (giving its hold back
+// if it ran), gives back owed holds, and replays a lost Unlock, keeping its outcome for that
+// Unlock's retry (see takeOutcome). It stops at the first transport error, which it returns;
+// errors from Redis are logged and drop the work (the lease bounds the damage).
+func (sh *shard) settle(cmd context.Context, l *lane) error {
+	err := sh.settleOnce(cmd, l)
+	if isTransport(err) {
+		sh.c.log.failLate("settle", "rlock: settling requests whose reply was lost failed; retrying", err,
+			"lock", l.hk.key, "owner", l.hk.owner)
+	} else {
+		sh.c.log.ok("settle", "rlock: settling requests whose reply was lost succeeds again")
 	}
 	return err
 }
 
-// settle does the work left on l, whose turn the caller holds, with commands under cmd: it
-// spreads losses to the holds taken with the lost one (see spreader), resolves a lost acquire
-// (giving its hold back if it ran), gives back owed holds, and replays a lost Unlock, keeping
-// its outcome for that Unlock's retry (see takeOutcome). It stops at the first transport error,
-// which it returns; errors from Redis are logged and drop the work (the lease bounds the
-// damage).
-func (sh *shard) settle(cmd context.Context, l *lane) error {
+// settleOnce is settle but for its log.
+func (sh *shard) settleOnce(cmd context.Context, l *lane) error {
 	c := sh.c
 	sh.mu.Lock()
-	lk, lost, owed, unlock, spreads := l.lk, l.lostAcquire, l.owed, l.unlock, l.spreads
+	lk, lost, leaves, owed, unlock, spreads := l.lk, l.lostAcquire, len(l.leaves), l.owed, l.unlock, l.spreads
 	l.spreads = nil
 	sh.mu.Unlock()
 	for _, s := range spreads {
 		s.spread(cmd)
+	}
+	// The queue places first: a place given up may hold a grant, which leaving gives back; an
+	// attempt resolved after that finds no grant to count as its hold.
+	for range leaves {
+		sh.mu.Lock()
+		q := l.leaves[0]
+		sh.mu.Unlock()
+		err := q.lk.kind.dequeue(cmd, q.r)
+		if isTransport(err) {
+			return err
+		}
+		if err != nil {
+			c.opts.Logger.Warn("rlock: leaving the queue failed; the place lapses by itself", "lock", q.lk.name,
+				"error", err)
+		}
+		sh.mu.Lock()
+		l.leaves = l.leaves[1:]
+		if len(l.leaves) == 0 {
+			l.leaves = nil
+		}
+		sh.mu.Unlock()
 	}
 	if lost.id != "" {
 		a, err := lk.tryOnce(cmd, lost)
@@ -149,6 +242,25 @@ func (sh *shard) settle(cmd context.Context, l *lane) error {
 	return nil
 }
 
+// orphaned takes over l, owner's lane, from an acquire attempt (request r on lk) whose caller
+// left it in flight, once it returned a and err (see waiter.run): a hold it took is owed (given
+// back), an outcome it does not know is resolved. Then it gives the turn back and wakes the
+// settler.
+func (sh *shard) orphaned(l *lane, lk *lock, r request, a attempt, err error) {
+	sh.mu.Lock()
+	switch {
+	case err == nil && a.acquired:
+		l.owed[r.access]++
+		l.lk = lk
+	case isTransport(err):
+		r.mode, r.join = resolveOnly, false
+		l.lostAcquire, l.lk = r, lk
+	}
+	sh.mu.Unlock()
+	sh.lanes.exit(l)
+	sh.c.settleSoon()
+}
+
 // trySettle settles the lane of hk with commands under cmd if it has work and nobody holds its
 // turn; otherwise the work is left to the turn's holder's next request, or to the watchdog.
 func (sh *shard) trySettle(cmd context.Context, hk holdKey) {
@@ -167,48 +279,4 @@ func (sh *shard) trySettle(cmd context.Context, hk holdKey) {
 	default:
 	}
 	sh.lanes.drop(l)
-}
-
-// settleLanes settles, for the watchdog, every lane with work left that nobody is using, on a
-// goroutine of its own (joined on Close), and returns a channel closed when it is done (nil if
-// there was nothing to do). It gives up after within: a node that does not answer (stalled, or
-// dialled and silent: rueidis bounds a connection's handshake by its dial timeout alone) holds
-// up neither the watchdog's renewals nor, past that, the other lanes. What it gave up on stays
-// on its lane (a request whose outcome is unknown is replayed under its id) for the next pass.
-// Called by the watchdog goroutine only.
-func (s *shards) settleLanes(within time.Duration) <-chan struct{} {
-	c := s.c
-	type work struct {
-		sh *shard
-		l  *lane
-	}
-	var todo []work
-	s.each(func(sh *shard) {
-		for _, l := range sh.lanes.idle() {
-			todo = append(todo, work{sh, l})
-		}
-	})
-	if len(todo) == 0 {
-		return nil
-	}
-	done := make(chan struct{})
-	c.wg.Add(1) // the watchdog is in c.wg itself: Close is not waiting on a zero count
-	go func() {
-		defer c.wg.Done()
-		defer close(done)
-		ctx, cancel := giveUpAfter(c.ctx, within)
-		defer cancel()
-		for _, w := range todo {
-			select {
-			case w.l.turn <- struct{}{}:
-				if ctx.Err() == nil {
-					_ = w.sh.settle(giveUp{ctx}, w.l)
-				}
-				<-w.l.turn
-			default:
-			}
-			w.sh.lanes.drop(w.l)
-		}
-	}()
-	return done
 }

@@ -106,10 +106,11 @@ func (lk *lock) state(ctx context.Context) (State, error) {
 // readState runs internal/wire/lua/state.lua for the lock of keys, read as kind (a Kind
 // constant; "": tell it from the keys), and decodes its reply (see wire.ParseState).
 func (c *core) readState(ctx context.Context, keys wire.Keys, kind string) (State, error) {
-	ctx, cancel := readCtx(ctx)
-	defer cancel()
-	reply, err := c.variant(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
-	if err != nil {
+	var reply []rueidis.RedisMessage
+	if err := c.read(ctx, func(ctx context.Context) (err error) {
+		reply, err = c.variant(wire.ReadState).Exec(ctx, c.rc, keys.State(), wire.StateArgs{Kind: kind}.Strings()).ToArray()
+		return err
+	}); err != nil {
 		return State{}, err
 	}
 	r, err := wire.ParseState(reply)

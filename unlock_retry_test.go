@@ -17,7 +17,7 @@ import (
 // the same access, through the same hold context or, given none, by the same owner. Another
 // release, or another call on the lane, never takes it or makes it forgotten.
 
-// outage is longer than a release's retries (releaseBudget, 3s).
+// outage is longer than a release's bound (1s: see bound.go).
 const outage = 3500 * time.Millisecond
 
 // TestUnlockRetry_outcomeStaysWithItsAccess: an owner holds an RWMutex for writing (context w)

@@ -19,7 +19,9 @@ type waiter struct {
 	cmd      context.Context // the Redis commands' context (values of the observer's; see detach)
 	bounded  bool            // a Try form: give up at deadline
 	deadline time.Time       //
-	fresh    bool            // the owner was made for this call, so it holds nothing yet
+	// end is when the call ends, if it has an end: its deadline, or ctx's if sooner (see bound).
+	end   time.Time
+	fresh bool // the owner was made for this call, so it holds nothing yet
 	// lane is the owner's lane while this call holds its turn: after a successful attempt
 	// (until the hold is registered) and after a lost reply (until an attempt learns the
 	// outcome, or the call leaves and settles it).
@@ -34,6 +36,24 @@ type waiter struct {
 	// any lost reply makes it unknown (2). A grant message is taken without asking Redis only
 	// while it is 1 (see granted).
 	joins int
+	// queued: the call waited in its queue (a queued style), where it may hold a place.
+	queued bool
+	// lastErr is the transport error of the last attempt, if it could not reach Redis (nil
+	// once an attempt got a reply): the error of a call that ends without a hold wraps it.
+	lastErr error
+	// over: a Redis call of this call was left in flight (see bound.go), or its lane was not
+	// free within its bound: its end has passed, and it makes no more attempts.
+	over bool
+}
+
+// bound is the bound of the call's Redis calls: its end, or its context's. With SyncReplicas an
+// attempt waits SyncTimeout for the replicas in Redis (WAIT), which its end then allows for.
+func (w *waiter) bound() bound {
+	b := bound{ctx: w.ctx, end: w.end}
+	if o := w.lk.core.opts; o.SyncReplicas > 0 && !b.end.IsZero() {
+		b.end = b.end.Add(o.SyncTimeout)
+	}
+	return b
 }
 
 // address is what a wake-up addressed to this waiter names (wakeAddressed).
@@ -43,15 +63,31 @@ func (w *waiter) address() string { return w.style.prefix + w.r.owner }
 func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 
 // run runs one acquire attempt in mode, taking the owner's lane first if this call does not
-// hold it.
+// hold it. The attempt is a flight bounded by the call's end (see bound.go): one that Redis
+// does not answer in time is left in flight with the lane's turn, and, once it returns,
+// recorded on the lane for the settler (its hold, if it took one, is given back).
 func (w *waiter) run(mode int) (attempt, error) {
 	if err := w.takeTurn(); err != nil {
+		if isTransport(err) {
+			w.lastErr = err
+		}
 		return attempt{}, err
 	}
 	w.tried = true
 	w.r.mode = mode
-	r := &w.r
-	a, err := w.lk.tryOnce(w.cmd, *r)
+	r := w.r
+	sh, lk, l := w.sh, w.lk, w.lane
+	var a attempt
+	var err error
+	if ferr := lk.core.flyKept(w.bound(), w.cmd, func(ctx context.Context) { a, err = lk.tryOnce(ctx, r) },
+		func() { sh.orphaned(l, lk, r, a, err) }); ferr != nil {
+		w.lane, w.over, w.lastErr = nil, true, ferr
+		return attempt{}, ferr
+	}
+	w.lastErr = nil
+	if isTransport(err) {
+		w.lastErr = err
+	}
 	if err == nil && !a.acquired {
 		w.blocked = true
 	}
@@ -63,14 +99,19 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	if err == nil && a.unreplicated != nil {
 		err = a.unreplicated
-		w.sh.owe(w.cmd, w.lane, w.lk, r.access) // give the hold back; the call ends with err
+		// Give the hold back; the call ends with err.
+		if !sh.owe(within(0), w.cmd, w.lane, lk, r.access) {
+			w.lane = nil // a flight has its turn
+		}
 		a.acquired = false
 	}
 	if err == nil && a.acquired || isTransport(err) {
 		return a, err // keep the turn: to register the hold, or to replay the request
 	}
-	w.sh.lanes.exit(w.lane)
-	w.lane = nil
+	if w.lane != nil {
+		sh.lanes.exit(w.lane)
+		w.lane = nil
+	}
 	return a, err
 }
 
@@ -139,17 +180,10 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 // readers, a semaphore), or woken some other way than one by one (readers): on a wake-up meant
 // for it (PubSub) or a poll (Spin), at the holder's lease bound when nothing else wakes it
 // sooner, and, if queued, at least every third of FairWaitTimeout to keep its place, which it
-// leaves on any end but acquiring.
+// leaves on any end but acquiring (see waiter.acquire).
 func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	c := w.lk.core
 	acquired := false
-	if w.style.queued {
-		defer func() {
-			if !acquired && w.r.join {
-				w.leaveQueue()
-			}
-		}()
-	}
 	poll := time.Duration(1<<63 - 1)
 	if w.style.queued {
 		poll = c.opts.FairWaitTimeout / 3
@@ -195,6 +229,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if err == nil {
 		queued = a.sent
 	}
+	w.queued = w.style.queued
 	backoff := newBackoff()
 	for {
 		if err != nil && !isTransport(err) {
@@ -216,7 +251,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 		if ad != nil && !queued.IsZero() {
 			if g, ok := w.granted(s.grant(ad), queued); ok {
 				if err := w.takeTurn(); err != nil {
-					return attempt{}, err // the deferred leave gives the grant back
+					return attempt{}, err // leaving the queue gives the grant back
 				}
 				acquired = true
 				return g, nil
@@ -264,8 +299,11 @@ func (w *waiter) takeTurn() error {
 	if w.lane != nil {
 		return nil
 	}
-	l, err := w.sh.enterLane(w.ctx, w.cmd, w.lk, w.r.owner)
+	l, err := w.sh.enterLane(w.bound(), w.cmd, w.lk, w.r.owner)
 	if err != nil {
+		if err == errNoReply || err == ErrClosed {
+			w.over = true // the lane was not free, or its settling not done, within the bound
+		}
 		if w.ctx.Err() != nil {
 			err = w.lk.errorf("waiting: %w", err)
 		}
@@ -273,22 +311,6 @@ func (w *waiter) takeTurn() error {
 	}
 	w.lane = l
 	return nil
-}
-
-// leaveQueue removes this call's entry from its queue, retrying transport errors for a few
-// seconds; an entry it cannot remove expires FairWaitTimeout after the waiter's last poll.
-func (w *waiter) leaveQueue() {
-	lk := w.lk
-	err := retryTransport(releaseBudget, func() error {
-		return lk.kind.dequeue(detach(w.cmd), w.r)
-	})
-	switch {
-	case isTransport(err):
-		lk.core.opts.Logger.Warn("rlock: leaving the queue failed; the entry expires by itself",
-			"lock", lk.name, "error", err)
-	case err != nil:
-		lk.core.opts.Logger.Warn("rlock: leaving the queue failed", "lock", lk.name, "error", err)
-	}
 }
 
 // leaseBound is the longest a waiter sleeps given the holder's remaining lease pttl: just past
@@ -301,13 +323,16 @@ func (w *waiter) leaseBound(pttl time.Duration) time.Duration {
 }
 
 // sleep waits for d (cut to the remaining wait), a permit on wake, ctx, or Close. It returns
-// ErrNotObtained at once when the wait has run out, and ctx's error or ErrClosed when those
-// end the wait.
+// the call's error (see ended) at once when the wait has run out or the call is over, and when
+// ctx or Close end the wait.
 func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
+	if w.over {
+		return w.ended()
+	}
 	if w.bounded {
 		left := time.Until(w.deadline)
 		if left <= 0 {
-			return w.lk.errorf("%w", ErrNotObtained)
+			return w.ended()
 		}
 		d = min(d, left)
 	}
@@ -317,9 +342,26 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	case <-t.C:
 	case <-wake:
 	case <-w.ctx.Done():
-		return w.lk.errorf("waiting: %w", w.ctx.Err())
+		return w.ended()
 	case <-w.lk.core.ctx.Done():
 		return ErrClosed
 	}
 	return nil
+}
+
+// ended returns the error of a call that ends without a hold: ErrClosed, ctx's error, or
+// ErrNotObtained, wrapping the last attempt's transport error too if it could not reach Redis,
+// so that "Redis is away" reads apart from "someone else holds it".
+func (w *waiter) ended() error {
+	if w.lk.core.ctx.Err() != nil {
+		return ErrClosed
+	}
+	format, base := "%w", ErrNotObtained
+	if err := w.ctx.Err(); err != nil {
+		format, base = "waiting: %w", err
+	}
+	if w.lastErr != nil {
+		return w.lk.errorf(format+" (last attempt: %w)", base, w.lastErr)
+	}
+	return w.lk.errorf(format, base)
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // watchdog is the Client's renewal goroutine: every third of WatchdogTimeout it renews all
-// watchdog holds and has lanes with work left settled. After a failed renewal it tries again
+// watchdog holds and wakes the settler. After a failed renewal it tries again
 // soon (10ms doubling, at most a third of the lease), not a whole period later. Holds granted
 // with a short claim (direct handoff) are renewed on their own before it runs out (see
 // renewSoon). After a restart or failover was noticed it checks every hold (see checkNow).
@@ -19,12 +19,14 @@ type watchdog struct {
 	recheck chan struct{} // wakes it: check every hold now (see watchers.go)
 	// soonAt is when it renews claimed holds (UnixNano); 0: not planned.
 	soonAt atomic.Int64
+	// checking: a check of the fixed-lease holds is in flight (see checkFixed).
+	checking atomic.Bool
 }
 
 // init sets w up for the client of c, whose state is s.
 func (w *watchdog) init(c *core, s *shards) {
 	w.c, w.shards = c, s
-	w.renewer, w.checker = renewer{c, s}, checker{c, s}
+	w.renewer, w.checker = renewer{c, s, &renewFlights{}}, checker{c, s}
 	w.soon, w.recheck = make(chan struct{}, 1), make(chan struct{}, 1)
 }
 
@@ -33,8 +35,6 @@ func (w *watchdog) run() {
 	c := w.c
 	defer c.wg.Done()
 	period := c.lease / 3
-	settleFor := max(period/2, 50*time.Millisecond) // how long a pass's settling may take
-	var settling <-chan struct{}                    // closed when the last settling ended
 	t := time.NewTimer(period)
 	defer t.Stop()
 	soon := time.NewTimer(time.Hour)
@@ -67,9 +67,7 @@ func (w *watchdog) run() {
 			// fixed-lease holds checked.
 			giveUp := checkGiveUp(checks)
 			ok := w.renewer.renewWithin(false, giveUp)
-			ctx, cancel := giveUpAfter(c.ctx, giveUp)
-			ok = w.checker.check(ctx, false) && ok
-			cancel()
+			ok = w.checkFixed(giveUp) && ok
 			checks++
 			if ok {
 				checks = 0
@@ -78,11 +76,9 @@ func (w *watchdog) run() {
 			}
 			continue
 		}
-		// The lanes' work is settled beside the renewals, on a goroutine of its own that gives
-		// up after settleFor: a node that does not answer holds up no renewal (see settleLanes).
-		if settling == nil || isClosed(settling) {
-			settling = w.shards.settleLanes(settleFor) // (also holds the reaper ended but Redis still has)
-		}
+		// The lanes' work is the settler's, beside the renewals (a safety net: whoever leaves
+		// work wakes it).
+		c.settleSoon()
 		if claimedOnly {
 			w.soonAt.Store(0)
 			if !w.renewer.renew(true) {
@@ -99,6 +95,38 @@ func (w *watchdog) run() {
 		// A fixed cadence: the time the renewals took counts towards the next period.
 		t.Reset(max(next-time.Since(start), time.Millisecond))
 	}
+}
+
+// checkFixed checks the fixed-lease holds (see checker.check) on a goroutine of the client that
+// gives up after giveUp, and waits for it that long at most: a node in a handshake (which
+// rueidis bounds by its dial timeout alone, whatever the context) holds up no renewal. It
+// reports whether every check got through; while a check is in flight, the next is skipped.
+func (w *watchdog) checkFixed(giveUp time.Duration) bool {
+	c := w.c
+	if !w.checking.CompareAndSwap(false, true) {
+		return false
+	}
+	if !c.startFlight() {
+		w.checking.Store(false)
+		return false
+	}
+	done := make(chan bool, 1)
+	go func() {
+		defer c.wg.Done()
+		defer w.checking.Store(false)
+		ctx, cancel := giveUpAfter(c.ctx, giveUp)
+		defer cancel()
+		done <- w.checker.check(ctx, false)
+	}()
+	t := time.NewTimer(giveUp)
+	defer t.Stop()
+	select {
+	case ok := <-done:
+		return ok
+	case <-t.C:
+	case <-c.ctx.Done():
+	}
+	return false
 }
 
 // renewSoon makes the watchdog renew the claimed holds (see hold.claimed) halfway to end, the
@@ -126,15 +154,5 @@ func (w *watchdog) checkNow() {
 	select {
 	case w.recheck <- struct{}{}:
 	default:
-	}
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }

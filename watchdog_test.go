@@ -232,3 +232,48 @@ func TestWatchdog_lateRenewalAfterRetake(t *testing.T) {
 		assert.ErrorIs(t, a.release(h), rlock.ErrLockLost)
 	})
 }
+
+// TestWatchdog_stalledNodeDelaysNoRenewal: on a cluster, a client holds a watchdog lock (a 1.5s
+// lease, renewed every 500ms) on each of two masters, and one master stalls (DEBUG SLEEP 2.5s).
+// The renewals of the other master's hold must not wait for the stalled one: its context lives
+// throughout, and Redis keeps it. (With one pipeline for every node, the healthy node's replies
+// were applied only once the stalled node's came or the pass gave up, after its local end.)
+func TestWatchdog_stalledNodeDelaysNoRenewal(t *testing.T) {
+	redistest.NeedsThrowaway(t)
+	if redistest.Suite().Topology != "cluster" {
+		t.Skip("needs two masters: a cluster")
+	}
+	e := newEnv(t)
+	healthy, stalled := e.Dep.Masters[0], e.Dep.Masters[1]
+	a, b := nameOn(e, healthy, "healthy"), nameOn(e, stalled, "stalled")
+	c := e.client(rlock.Options{WatchdogTimeout: 1500 * time.Millisecond})
+	ha, err := c.NewMutex(a).Lock(bg)
+	require.NoError(t, err)
+	hb, err := c.NewMutex(b).Lock(bg)
+	require.NoError(t, err)
+
+	const stall = 2500 * time.Millisecond
+	stallEnd := time.Now().Add(stall)
+	slept := make(chan error, 1)
+	go func() {
+		slept <- stalled.RC.Do(bg, stalled.RC.B().Arbitrary("DEBUG", "SLEEP").Args("2.5").Build()).Error()
+	}()
+	var lostAt time.Duration
+	start := time.Now()
+	for time.Now().Before(stallEnd.Add(300 * time.Millisecond)) {
+		if ha.Err() != nil {
+			lostAt = time.Since(start)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, <-slept)
+	_, err = e.client(rlock.Options{}).NewMutex(a).TryLock(bg, 0)
+	t.Logf("the healthy master's hold: context %v (ended %v into the stall); the stalled one's: %v",
+		context.Cause(ha), lostAt.Round(time.Millisecond), context.Cause(hb))
+	assert.NoError(t, ha.Err(), "the hold on the healthy master was renewed throughout")
+	assert.ErrorIs(t, err, rlock.ErrNotObtained, "Redis kept the hold on the healthy master")
+	require.NoError(t, c.NewMutex(a).Unlock(ha))
+	_ = c.NewMutex(b).Unlock(hb) // lost in the stall, or not
+	e.Dirty = true               // the stalled master's hold may outlive the test by its lease
+}

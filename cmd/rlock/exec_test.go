@@ -304,8 +304,6 @@ func TestExec_lostExit(t *testing.T) {
 // attempt that could not reach it exits 69 at once with the transport error, even with
 // --quiet, not 75 as if another owner held the lock.
 func TestExec_redisGoneAfterConnect(t *testing.T) {
-	// Until then TryLock(0) waits out the outage, then takes the lock and runs CMD.
-	t.Skip("needs issue 27 item 1: a Try call keeps its bound when Redis is down")
 	e := newEnv(t)
 	p := redistest.NewProxy(t, redisAddr)
 	// The first script (exec's look at NAME's keys) cuts every connection, and new ones fail

@@ -207,7 +207,9 @@ func (l semaphoreLocker) busy() string {
 // a message that names the kind found and its flags. It is best-effort (the lock may change
 // between it and the acquisition); errors are left to the acquisition to report.
 func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
-	st, err := readState(s, name)
+	ctx, cancel := context.WithTimeout(context.Background(), checkKindWait)
+	defer cancel()
+	st, err := s.locks.State(ctx, name)
 	found := familyOf(st.Kind)
 	if err != nil || found == familyNone {
 		return nil
@@ -225,6 +227,10 @@ func checkKind(s *session, f *redisFlags, kind holdKind, name string) error {
 	return usagef("lock %q is a %s in Redis (key %s): take it %s, as everyone using it must",
 		name, st.Kind, wire.LockKey(f.keyPrefix(), name), takenWith(found))
 }
+
+// checkKindWait bounds checkKind's look at NAME's keys: a Redis that does not answer is left
+// to the acquisition, whose --wait bounds it.
+const checkKindWait = 500 * time.Millisecond
 
 // takenWith names the flags of exec that take a lock of the family found.
 func takenWith(found family) string {
