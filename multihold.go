@@ -11,8 +11,8 @@ import (
 // record (see records.go) as a single Mutex's hold is, and one hold context that carries them
 // all. The context is a sub of every member's record (see hold.addSub), so the end of any of
 // them ends it; a loss also gives the other members back at once: the record's shard mutex is
-// held where a loss is seen, so the loss is left on its lane (see spreader), and the watchdog's
-// next pass, which the loss brings forward, gives the others back on their own lanes.
+// held where a loss is seen, so the loss is left on its lane (see spreader), and the settler,
+// which the loss wakes, gives the others back on their own lanes.
 
 // setHold is the hold of one successful Lock of a MultiLock.
 type setHold struct {
@@ -180,7 +180,7 @@ func (s *setHold) lossFn(i int, sh *shard) context.CancelCauseFunc {
 // spread gives back, after a loss, every member the set still holds: one hold of each is
 // taken off its record (a record left with none ends lost, so that an Unlock through the set's
 // context reports ErrLockLost and touches nothing) and owed on its lane, which is settled at
-// once if nobody is using it, else by its user's next request or the watchdog. It takes the
+// once if nobody is using it, else by its user's next request or the settler. It takes the
 // members' shard mutexes one at a time.
 func (s *setHold) spread(cmd context.Context) {
 	var owed []int
