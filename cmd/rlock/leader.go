@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
 )
 
@@ -20,27 +18,10 @@ import (
 // leads, 1 if nobody does, 2 on errors. With --watch it prints the leadership, then every
 // change (Election.Observe), one line each, until SIGINT or SIGTERM, and returns 0.
 func runLeader(args []string, env []string, stdout, stderr io.Writer) int {
-	var f redisFlags
-	fs := newFlagSet("leader")
-	f.register(fs)
-	watch := fs.Bool("watch", false, "print every change until interrupted")
-	pos, rest, err := parseArgs(fs, args, 1)
-	if errors.Is(err, flag.ErrHelp) {
-		helpFor(stdout, "leader")
-		return 0
-	}
-	if err == nil {
-		err = oneName(fs, pos, rest)
-	}
-	var opt rueidis.ClientOption
-	if err == nil {
-		opt, err = f.clientOption(fs, env)
-	}
-	if err != nil {
-		return usageFailed(stderr, err)
-	}
-	name := pos[0]
-	s, code := open(opt, &f, stderr, exitError)
+	var watch *bool
+	s, _, name, code := startNamed("leader", args, env, stdout, stderr, func(fs *flag.FlagSet) {
+		watch = fs.Bool("watch", false, "print every change until interrupted")
+	}, nil)
 	if s == nil {
 		return code
 	}

@@ -52,26 +52,7 @@ func readState(s *session, name string) (rlock.State, error) {
 // runStatus is "rlock status": it prints who holds the lock NAME and returns 0 if it is held,
 // 1 if it is free, 2 on errors.
 func runStatus(args []string, env []string, stdout, stderr io.Writer) int {
-	var f redisFlags
-	fs := newFlagSet("status")
-	f.register(fs)
-	pos, rest, err := parseArgs(fs, args, 1)
-	if errors.Is(err, flag.ErrHelp) {
-		helpFor(stdout, "status")
-		return 0
-	}
-	if err == nil {
-		err = oneName(fs, pos, rest)
-	}
-	var opt rueidis.ClientOption
-	if err == nil {
-		opt, err = f.clientOption(fs, env)
-	}
-	if err != nil {
-		return usageFailed(stderr, err)
-	}
-	name := pos[0]
-	s, code := open(opt, &f, stderr, exitError)
+	s, f, name, code := startNamed("status", args, env, stdout, stderr, nil, nil)
 	if s == nil {
 		return code
 	}
@@ -122,6 +103,41 @@ func oneName(fs *flag.FlagSet, pos, rest []string) error {
 		return usagef("%s: NAME: %v", fs.Name(), err)
 	}
 	return nil
+}
+
+// startNamed parses args of subcommand sub, which takes the Redis flags, those that extra
+// registers (may be nil) and one NAME, runs check (may be nil) once they parsed, and connects.
+// It returns the session (the caller closes it), its flags and NAME; or a nil session and the
+// exit status to return: 0 after --help, exitUsage for a bad command line, exitError when
+// Redis cannot be reached.
+func startNamed(sub string, args, env []string, stdout, stderr io.Writer, extra func(*flag.FlagSet),
+	check func() error) (*session, *redisFlags, string, int) {
+	f := new(redisFlags)
+	fs := newFlagSet(sub)
+	f.register(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, rest, err := parseArgs(fs, args, 1)
+	if errors.Is(err, flag.ErrHelp) {
+		helpFor(stdout, sub)
+		return nil, nil, "", 0
+	}
+	if err == nil {
+		err = oneName(fs, pos, rest)
+	}
+	if err == nil && check != nil {
+		err = check()
+	}
+	var opt rueidis.ClientOption
+	if err == nil {
+		opt, err = f.clientOption(fs, env)
+	}
+	if err != nil {
+		return nil, nil, "", usageFailed(stderr, err)
+	}
+	s, code := open(opt, f, stderr, exitError)
+	return s, f, pos[0], code
 }
 
 // printState writes st for the lock whose hash is the Redis key key; fair adds "queue: empty"

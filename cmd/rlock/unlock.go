@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 
-	"github.com/redis/rueidis"
 	"github.com/rlock-go/rlock"
 )
 
@@ -15,36 +13,21 @@ import (
 // learn at their next renewal, and an "rlock exec" holding it stops its CMD) and wakes a
 // waiter. It returns 0 if the lock existed, 1 if it did not, 2 on errors.
 func runUnlock(args []string, env []string, stdout, stderr io.Writer) int {
-	var f redisFlags
-	fs := newFlagSet("unlock")
-	f.register(fs)
-	force := fs.Bool("force", false, "delete the lock whoever holds it")
-	pos, rest, err := parseArgs(fs, args, 1)
-	if errors.Is(err, flag.ErrHelp) {
-		helpFor(stdout, "unlock")
-		return 0
-	}
-	if err == nil {
-		err = oneName(fs, pos, rest)
-	}
-	if err == nil && !*force {
-		err = usagef("unlock: needs --force: it releases the lock whoever holds it " +
-			"(a holder releases its own lock when its CMD exits)")
-	}
-	var opt rueidis.ClientOption
-	if err == nil {
-		opt, err = f.clientOption(fs, env)
-	}
-	if err != nil {
-		return usageFailed(stderr, err)
-	}
-	name := pos[0]
-	s, code := open(opt, &f, stderr, exitError)
+	var force *bool
+	s, f, name, code := startNamed("unlock", args, env, stdout, stderr, func(fs *flag.FlagSet) {
+		force = fs.Bool("force", false, "delete the lock whoever holds it")
+	}, func() error {
+		if !*force {
+			return usagef("unlock: needs --force: it releases the lock whoever holds it " +
+				"(a holder releases its own lock when its CMD exits)")
+		}
+		return nil
+	})
 	if s == nil {
 		return code
 	}
 	defer s.close()
-	existed, err := forceUnlock(s, &f, name)
+	existed, err := forceUnlock(s, f, name)
 	if err != nil { // NAME is valid (oneName): a key of another type, or Redis failed
 		fmt.Fprintf(stderr, "rlock: unlock --force %q: %s\n", name, errorText(err))
 		return exitError
