@@ -76,22 +76,7 @@ func TestFailover_clusterKillAfterHold(t *testing.T) {
 	other, _ := newClient()
 
 	// The replica stops, and the master drops its link: the holds will not reach it.
-	mpid, rpid := m.PID(t), r.PID(t)
-	foSignal(t, rpid, syscall.SIGSTOP)
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = syscall.Kill(rpid, syscall.SIGCONT)
-		}
-	}()
-	killed, err := foDo(m, "CLIENT", "KILL", "TYPE", "replica").AsInt64()
-	require.NoError(t, err)
-	require.EqualValues(t, 1, killed, "replica links killed on %s", m.Addr)
-	// TAKEOVER waits in the stopped replica's socket: the first thing it does when it runs.
-	raw, err := foDial(r.Addr)
-	require.NoError(t, err)
-	defer raw.c.Close()
-	require.NoError(t, raw.send("CLUSTER", "FAILOVER", "TAKEOVER"))
+	takeover := takeoverWithout(t, m, r)
 
 	errs := make(chan error, len(holds))
 	for _, h := range holds {
@@ -107,14 +92,7 @@ func TestFailover_clusterKillAfterHold(t *testing.T) {
 	for range holds {
 		require.NoError(t, <-errs)
 	}
-	foSignal(t, mpid, syscall.SIGKILL)
-	killedAt := time.Now()
-	foSignal(t, rpid, syscall.SIGCONT)
-	resumed = true
-	_ = raw.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	reply, err := raw.read()
-	require.NoError(t, err)
-	require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.Addr)
+	killedAt := takeover()
 	// When the new master answers for the locks' slot, and when each holder's client sends
 	// their commands there.
 	var answered time.Time
@@ -149,6 +127,7 @@ func TestFailover_clusterKillAfterHold(t *testing.T) {
 	for _, h := range holds {
 		// Another client takes the lock (the new master has no holder).
 		var oh context.Context
+		var err error
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 			defer cancel()
@@ -166,4 +145,37 @@ func TestFailover_clusterKillAfterHold(t *testing.T) {
 		_, total, _ := f.LeftChannels(t, prefix)
 		return total == 0
 	}, 5*time.Second, 20*time.Millisecond, "channels left")
+}
+
+// takeoverWithout readies a takeover of master m by its replica r that misses what m is sent
+// from now on: r stops (SIGSTOP), m drops its replica link, and CLUSTER FAILOVER TAKEOVER waits
+// in r's socket, the first thing r does when it runs. The function it returns kills m
+// (SIGKILL), resumes r, waits for the takeover's OK, and returns when m was killed.
+func takeoverWithout(t *testing.T, m, r node) func() time.Time {
+	mpid, rpid := m.PID(t), r.PID(t)
+	foSignal(t, rpid, syscall.SIGSTOP)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = syscall.Kill(rpid, syscall.SIGCONT)
+		}
+	})
+	killed, err := foDo(m, "CLIENT", "KILL", "TYPE", "replica").AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, killed, "replica links killed on %s", m.Addr)
+	raw, err := foDial(r.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { raw.c.Close() })
+	require.NoError(t, raw.send("CLUSTER", "FAILOVER", "TAKEOVER"))
+	return func() time.Time {
+		foSignal(t, mpid, syscall.SIGKILL)
+		killedAt := time.Now()
+		foSignal(t, rpid, syscall.SIGCONT)
+		resumed = true
+		_ = raw.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		reply, err := raw.read()
+		require.NoError(t, err)
+		require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.Addr)
+		return killedAt
+	}
 }

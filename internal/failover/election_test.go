@@ -3,7 +3,6 @@ package failover_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,33 +50,13 @@ func TestFailover_clusterElection(t *testing.T) {
 	_, err := leader.Leader(bg)
 	require.NoError(t, err)
 
-	mpid, rpid := m.PID(t), r.PID(t)
-	foSignal(t, rpid, syscall.SIGSTOP)
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = syscall.Kill(rpid, syscall.SIGCONT)
-		}
-	}()
-	killed, err := foDo(m, "CLIENT", "KILL", "TYPE", "replica").AsInt64()
-	require.NoError(t, err)
-	require.EqualValues(t, 1, killed, "replica links killed on %s", m.Addr)
-	raw, err := foDial(r.Addr)
-	require.NoError(t, err)
-	defer raw.c.Close()
-	require.NoError(t, raw.send("CLUSTER", "FAILOVER", "TAKEOVER"))
+	takeover := takeoverWithout(t, m, r)
 
 	term, err := leader.Campaign(bg, "old")
 	require.NoError(t, err)
 	w := redistest.WatchCtx(term)
 	old, _ := leader.Term(term)
-	foSignal(t, mpid, syscall.SIGKILL)
-	foSignal(t, rpid, syscall.SIGCONT)
-	resumed = true
-	_ = raw.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	reply, err := raw.read()
-	require.NoError(t, err)
-	require.Equal(t, "OK", reply, "CLUSTER FAILOVER TAKEOVER on %s", r.Addr)
+	takeover()
 	var back time.Time
 	require.Eventually(t, func() bool {
 		if foRole(r) == "master" && foRoutesTo(probe, key) == r.Addr && back.IsZero() {
