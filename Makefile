@@ -14,7 +14,7 @@ CHAOSPAUSERUNS ?= 1
 # each once into a cache).
 SERVERS ?= redis-8.0 valkey-8.1
 
-.PHONY: test test-servers test-deployments test-cluster test-sentinel test-failover vet bench bench-quick bench-cluster gobench chaos chaos-pause
+.PHONY: test test-servers test-deployments test-cluster test-sentinel test-failover test-chaos-pause vet bench bench-quick bench-cluster gobench chaos chaos-pause
 
 # TESTJOBS: how many of the deployments' suites run at once. Each runs on servers of its own
 # (free ports, a temp dir) and spends most of its time waiting for leases to pass: the root
@@ -28,7 +28,7 @@ test:
 
 # The root suite and the chaos test on the Cluster, on Sentinel and on each of SERVERS, and the
 # failover tests, as separate targets so that make -j runs them side by side, longest first.
-test-deployments: test-cluster $(addprefix test-server-,$(SERVERS)) test-sentinel test-failover
+test-deployments: test-cluster $(addprefix test-server-,$(SERVERS)) test-sentinel test-failover test-chaos-pause
 
 # The root suite, the scripts' own tests (internal/wire: sharded pub/sub on a cluster) and the
 # chaos test on a 3+3 Redis Cluster (TestClusterSmoke included) and on a Sentinel deployment (a
@@ -49,6 +49,13 @@ test-failover:
 		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold|Election)$$' ./internal/failover; \
 	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover; \
 		echo "test-failover: in $$(($$(date +%s) - t))s"
+
+# The pause chaos test, short: every kind and an election under SIGSTOP past the lease,
+# DEBUG SLEEP and connection kills, 10s per wait strategy (make chaos-pause runs it longer).
+test-chaos-pause:
+	@set -e; t=$$(date +%s); scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaosPause$$' ./internal/chaos \
+		-args -chaospause.duration=10s; \
+		echo "test-chaos-pause: in $$(($$(date +%s) - t))s"
 
 # On each of SERVERS: the root suite and the chaos test on a throwaway server, the cluster smoke
 # tests on a throwaway 3+3 cluster (with a throwaway standalone server of the same version beside
