@@ -240,3 +240,27 @@ func (c *core) retryWithin(b bound, call func() error) error {
 		return err
 	}
 }
+
+// callWithin runs call, for which the caller holds lane l's turn, as flights bounded by b (see
+// fly), retrying transport errors with back-off while b's end is ahead, and returns its last
+// error with held true. If Redis did not answer in time it returns errNoReply (or ErrClosed)
+// with held false: the flight has l's turn, and gives it back (waking the settler) once it
+// returns. For calls that change nothing when repeated, or that the settler need not resolve.
+func (sh *shard) callWithin(b bound, cmd context.Context, l *lane, call func(context.Context) error) (held bool, _ error) {
+	c := sh.c
+	backoff := newBackoff()
+	for {
+		var err error
+		if ferr := c.fly(b, cmd, func(ctx context.Context) { err = call(ctx) }, func() {
+			sh.lanes.exit(l)
+			c.settleSoon()
+		}); ferr != nil {
+			return false, ferr
+		}
+		if d := backoff.next(); isTransport(err) && c.ctx.Err() == nil && time.Now().Add(d).Before(b.end) {
+			time.Sleep(d)
+			continue
+		}
+		return true, err
+	}
+}

@@ -204,19 +204,20 @@ func (e *Election) Proclaim(term context.Context, value string) error {
 		return lk.errorf("proclaim: %w", err)
 	}
 	held, err := sh.settleWithin(b, cmd, l)
-	if held {
-		defer sh.lanes.exit(l)
-	}
 	if err != nil {
+		if held {
+			sh.lanes.exit(l)
+		}
 		return lk.errorf("proclaim: %w", err)
 	}
 	if err := e.leading(h); err != nil {
+		sh.lanes.exit(l)
 		return err
 	}
 	c := lk.core
 	var tc wire.TermCheck
-	err = c.retryWithin(b, func() error {
-		r, err := c.variant(wire.Proclaim).Exec(cmd, c.rc, e.keys.Election(),
+	held, err = sh.callWithin(b, cmd, l, func(ctx context.Context) error {
+		r, err := c.variant(wire.Proclaim).Exec(ctx, c.rc, e.keys.Election(),
 			wire.ProclaimArgs{Candidate: h.owner, Term: hc.token, Value: value}.Strings()).AsIntSlice()
 		if err == nil {
 			tc, err = wire.ParseTermCheck(r)
@@ -224,6 +225,9 @@ func (e *Election) Proclaim(term context.Context, value string) error {
 		}
 		return err
 	})
+	if held {
+		sh.lanes.exit(l)
+	}
 	if err != nil {
 		return lk.redisErr("proclaim", err)
 	}

@@ -4,6 +4,8 @@ package rlock
 // out of order or lost, holds it cannot keep, its queue place.
 
 import (
+	"context"
+
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
@@ -144,7 +146,7 @@ func (w *setWaiter) giveUp() {
 }
 
 // leave removes the set's place from the queue of the group it may hold one in (multi_leave.lua),
-// handing a member it headed and left free on, retrying transport errors for releaseWait; a
+// handing a member it headed and left free on, retrying transport errors within the call's bound; a
 // place it cannot remove expires FairWaitTimeout after its last attempt.
 func (w *setWaiter) leave() {
 	g := w.queued
@@ -155,9 +157,18 @@ func (w *setWaiter) leave() {
 	ml := w.ml
 	grp := &ml.groups[g]
 	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Members: grp.specs}.Strings()
-	err := ml.c.retryWithin(within(releaseWait), func() error {
-		return ml.c.variant(wire.MultiLeave).Exec(w.cmd, ml.c.rc, grp.keys, args).Error()
-	})
+	// A flight bounded by the call's end (replyGrace past it, for a call that is ending): a
+	// place it could not remove in time lapses by itself.
+	b := w.bound()
+	var landed error
+	err := ml.c.fly(b, w.cmd, func(ctx context.Context) {
+		landed = ml.c.retryWithin(b, func() error {
+			return ml.c.variant(wire.MultiLeave).Exec(ctx, ml.c.rc, grp.keys, args).Error()
+		})
+	}, nil)
+	if err == nil {
+		err = landed
+	}
 	if err != nil {
 		ml.c.opts.Logger.Warn("rlock: leaving a queue failed; the entry expires by itself",
 			"lock", ml.members[grp.from].name, "error", err)

@@ -21,11 +21,17 @@ var errNone = ErrNotHeld
 func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx []int) []error {
 	out := make([]error, len(idx))
 	lanes := make([]*lane, len(idx))
-	defer func() {
+	exitLanes := func() {
 		for j, l := range lanes {
 			if l != nil {
 				ml.members[idx[j]].sh.lanes.exit(l)
 			}
+		}
+	}
+	flown := false // a flight left in Redis' hands has the lanes
+	defer func() {
+		if !flown {
+			exitLanes()
 		}
 	}()
 	b := within(releaseWait)
@@ -104,11 +110,28 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 		gc.args = wire.MultiReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage, Members: specs}.Strings()
 		sends = append(sends, gc)
 	}
+	groups := make([]int, len(sends))
+	for k := range sends {
+		groups[k] = sends[k].g
+	}
 	sent := time.Now()
-	ml.runReleases(b, cmd, sends)
+	// A flight bounded by b (see bound.go): if Redis does not answer in time, every request
+	// may run yet, so each member's is kept on its lane for its retry or the settler (see
+	// keepUnlock), and the lanes go with the flight.
+	outcomes := sends
+	if err := ml.c.fly(b, cmd, func(ctx context.Context) { ml.runReleases(b, ctx, sends) }, func() {
+		exitLanes()
+		ml.c.settleSoon()
+	}); err != nil {
+		flown = true
+		outcomes = make([]groupCall, len(groups))
+		for k, g := range groups {
+			outcomes[k] = groupCall{g: g, err: err, ambiguous: true}
+		}
+	}
 	rtt := time.Since(sent)
 
-	for _, gc := range sends {
+	for _, gc := range outcomes {
 		ss := byGroup[gc.g]
 		rel, err := wire.ParseMultiRelease(gc.reply, len(ss))
 		if gc.err == nil && err != nil {

@@ -52,7 +52,7 @@ func (w *setWaiter) wait(g int, a wire.MultiAttempt, err error) error {
 	ml := w.ml
 	c := ml.c
 	if err != nil {
-		return w.sleep(w.backoff.next(), nil)
+		return w.sleep(w.backoff.next(), nil, err)
 	}
 	w.backoff = newBackoff()
 	b := w.blocker(g, a)
@@ -75,7 +75,7 @@ func (w *setWaiter) wait(g int, a wire.MultiAttempt, err error) error {
 			return ErrClosed
 		}
 	}
-	return w.sleep(d, wake)
+	return w.sleep(d, wake, nil)
 }
 
 // leaseBound is the longest the set sleeps given the holder's remaining lease pttl (see
@@ -131,12 +131,14 @@ func (w *setWaiter) stopListening() {
 
 // sleep waits for d (cut to a TryLock's remaining wait), a permit on wake, ctx, or Close. It
 // returns ErrNotObtained at once when the wait has run out, and ctx's error or ErrClosed when
-// those end the wait.
-func (w *setWaiter) sleep(d time.Duration, wake <-chan struct{}) error {
+// those end the wait; last (nil: none), the last attempt's transport error, is wrapped too.
+func (w *setWaiter) sleep(d time.Duration, wake <-chan struct{}, last error) error {
 	ml := w.ml
 	if w.bounded {
 		left := time.Until(w.deadline)
-		if left <= 0 {
+		if left <= 0 && last != nil {
+			return ml.errorf("%w (last attempt: %w)", ErrNotObtained, last)
+		} else if left <= 0 {
 			return ml.errorf("%w", ErrNotObtained)
 		}
 		d = min(d, left)
@@ -147,6 +149,9 @@ func (w *setWaiter) sleep(d time.Duration, wake <-chan struct{}) error {
 	case <-t.C:
 	case <-wake:
 	case <-w.ctx.Done():
+		if last != nil {
+			return ml.errorf("waiting: %w (last attempt: %w)", w.ctx.Err(), last)
+		}
 		return ml.errorf("waiting: %w", w.ctx.Err())
 	case <-ml.c.ctx.Done():
 		return ErrClosed

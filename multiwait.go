@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -164,7 +165,16 @@ func (w *setWaiter) round(from, to int) (int, wire.MultiAttempt, error) {
 	if join {
 		w.queued = from // (a place is left when its group is taken, or the call ends)
 	}
-	replicated := ml.tryGroups(w.cmd, calls)
+	// The attempts are a kept flight bounded by the call (see bound.go): if Redis does not
+	// answer in time the call leaves them, and once they return what they took is given back
+	// (or, their reply lost, resolved) on the lanes, which go with the flight.
+	var replicated []error
+	held := w.lanes[ml.groups[from].from:ml.groups[to-1].to]
+	if err := ml.c.flyKept(w.bound(), w.cmd, func(ctx context.Context) { replicated = ml.tryGroups(ctx, calls) },
+		ml.orphaned(w.owner, w.req, calls, slices.Clone(held))); err != nil {
+		clear(held) // the flight's now
+		return from, wire.MultiAttempt{}, err
+	}
 
 	first, firstA, firstErr := -1, wire.MultiAttempt{}, error(nil)
 	var failed error // a Redis error, or a hold too few replicas acknowledged: the call ends
@@ -298,4 +308,40 @@ func (w *setWaiter) bound() bound {
 		b.end = b.end.Add(o.SyncTimeout)
 	}
 	return b
+}
+
+// orphaned returns what a round's attempts (calls, of owner's request req) do once they return
+// after their caller left them (see round): the holds of a group they took are owed on its
+// members' lanes (given back), a group whose reply was lost is resolved on them, and the lanes,
+// whose turns the flight has (lanes: the round's, from its first group's first member on), are
+// given back, waking the settler.
+func (ml *MultiLock) orphaned(owner, req string, calls []*groupCall, lanes []*lane) func() {
+	return func() {
+		base := ml.groups[calls[0].g].from
+		for _, gc := range calls {
+			grp := &ml.groups[gc.g]
+			var a wire.MultiAttempt
+			err := gc.err
+			if err == nil {
+				a, err = wire.ParseMultiAttempt(gc.reply, grp.to-grp.from)
+			}
+			for i := grp.from; i < grp.to; i++ {
+				m, l := ml.members[i], lanes[i-base]
+				m.sh.mu.Lock()
+				switch {
+				case isTransport(err):
+					l.lostAcquire = request{owner: owner, id: req, mode: resolveOnly, access: exclusive}
+					l.lk = &m.lock
+				case err == nil && a.Acquired:
+					l.owed[exclusive]++
+					l.lk = &m.lock
+				}
+				m.sh.mu.Unlock()
+			}
+		}
+		for k, l := range lanes {
+			ml.members[base+k].sh.lanes.exit(l)
+		}
+		ml.c.settleSoon()
+	}
 }
