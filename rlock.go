@@ -53,7 +53,9 @@ func New(client rueidis.Client, opts Options) (*Client, error) {
 // once all goroutines of c have exited. Waiting Lock and TryLock calls return [ErrClosed];
 // hold contexts are cancelled with cause ErrClosed (an [Observer] gets EventHoldEnded for
 // each). Locks still held are not released: without renewal they expire within their lease.
-// Close is idempotent, safe to call concurrently (every call returns once the first has
+// What calls left to settle (a queue place given up, a hold to give back, a release whose
+// reply was lost) is settled before it returns, within 200ms in all; what is not lapses in
+// Redis by itself. Close is idempotent, safe to call concurrently (every call returns once the first has
 // finished), and always returns nil.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
@@ -69,6 +71,7 @@ func (c *Client) Close() error {
 	})
 	c.closeGate() // no flight starts from here on (see startFlight)
 	c.wg.Wait()
+	c.settler.settleLeft()
 	close(c.closeDone)
 	return nil
 }

@@ -93,3 +93,35 @@ func (s *settler) pass() bool {
 	}
 	return left
 }
+
+// settleLeft is the last pass, run by Close once the client's goroutines are joined: the work
+// left on lanes that nobody uses (a queue place given up, a hold to give back, a release whose
+// reply was lost) is settled on Close's goroutine, within replyGrace for every lane in all.
+// What it cannot settle by then lapses in Redis by itself: a place after FairWaitTimeout, a
+// hold with its lease. (Without it, a waiter that Close ended while a flight had its lane left
+// its queue place, which a release then granted to nobody.)
+func (s *settler) settleLeft() {
+	ctx, cancel := giveUpAfter(context.Background(), replyGrace)
+	defer cancel()
+	type work struct {
+		sh *shard
+		l  *lane
+	}
+	var todo []work
+	var ls []*lane
+	s.shards.each(func(sh *shard) {
+		ls, _ = sh.lanes.idle(ls[:0])
+		for _, l := range ls {
+			todo = append(todo, work{sh, l})
+		}
+	})
+	for _, w := range todo {
+		select {
+		case w.l.turn <- struct{}{}:
+			_ = w.sh.settle(giveUp{ctx}, w.l)
+			w.sh.lanes.exit(w.l)
+		default:
+			w.sh.lanes.drop(w.l)
+		}
+	}
+}
