@@ -18,8 +18,10 @@ SERVERS ?= redis-8.0 valkey-8.1
 
 # TESTJOBS: how many of the deployments' suites run at once. Each runs on servers of its own
 # (free ports, a temp dir) and spends most of its time waiting for leases to pass: the root
-# suite uses about a fifth of one core, so four at once fit on 2 cores.
-TESTJOBS ?= 4
+# suite uses about a fifth of one core; the chaos tests and the fault tests' timings want the
+# rest. Each gets a port range of its own (RLOCK_PORTS): a server a test restarts on its port
+# must not find another suite's server there.
+TESTJOBS ?= 2
 
 test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory vet gotest
@@ -35,17 +37,17 @@ test-deployments: test-cluster $(addprefix test-server-,$(SERVERS)) test-sentine
 # primary, 2 replicas, 3 sentinels): every test checks that nothing is left subscribed on any
 # node.
 test-cluster:
-	@set -e; t=$$(date +%s); RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
+	@set -e; t=$$(date +%s); RLOCK_PORTS=22000-23999 RLOCK_TEST_TOPOLOGY=cluster scripts/with-cluster.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
 		echo "test-cluster: in $$(($$(date +%s) - t))s"
 test-sentinel:
-	@set -e; t=$$(date +%s); RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
+	@set -e; t=$$(date +%s); RLOCK_PORTS=24000-25999 RLOCK_TEST_TOPOLOGY=sentinel scripts/with-sentinel.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/wire ./internal/chaos; \
 		echo "test-sentinel: in $$(($$(date +%s) - t))s"
 
 # Failovers, one round each, each on a deployment of its own: CLUSTER FAILOVER and kill -9 of
 # the lock's master with a hold and waiters, kill -9 of it right after a hold (its replica,
 # lacking the hold, takes over; the same for an election's term), and SENTINEL FAILOVER.
 test-failover:
-	@set -e; t=$$(date +%s); CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
+	@set -e; t=$$(date +%s); export RLOCK_PORTS=26000-27499; CLUSTER_NODE_TIMEOUT=2000 RLOCK_FAILOVER_ROUNDS=1 RLOCK_FAILOVER_KILL_ROUNDS=1 scripts/with-cluster.sh \
 		$(GO) test -race -count=1 -run '^TestFailover_cluster(Graceful|Kill|Kill_lease6s|KillAfterHold|Election)$$' ./internal/failover; \
 	RLOCK_FAILOVER_ROUNDS=1 scripts/with-sentinel.sh $(GO) test -race -count=1 -run '^TestFailover_sentinelInSync$$' ./internal/failover; \
 		echo "test-failover: in $$(($$(date +%s) - t))s"
@@ -53,7 +55,7 @@ test-failover:
 # The pause chaos test, short: every kind and an election under SIGSTOP past the lease,
 # DEBUG SLEEP and connection kills, 10s per wait strategy (make chaos-pause runs it longer).
 test-chaos-pause:
-	@set -e; t=$$(date +%s); scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaosPause$$' ./internal/chaos \
+	@set -e; t=$$(date +%s); RLOCK_PORTS=31500-32767 scripts/with-redis.sh $(GO) test -race -count=1 -run '^TestChaosPause$$' ./internal/chaos \
 		-args -chaospause.duration=10s; \
 		echo "test-chaos-pause: in $$(($$(date +%s) - t))s"
 
@@ -62,8 +64,10 @@ test-chaos-pause:
 # it), and one graceful cluster failover with waiters (Redis 8 keeps a subscription that a stale
 # slot map sent to the old master, now a replica, and lets it go only in READONLY mode).
 test-servers: $(addprefix test-server-,$(SERVERS))
+PORTS_redis-8.0 = 27500-29499
+PORTS_valkey-8.1 = 29500-31499
 test-server-%:
-	@set -e; s=$*; t=$$(date +%s); \
+	@set -e; s=$*; t=$$(date +%s); export RLOCK_PORTS=$(or $(PORTS_$*),20000-32767); \
 	RLOCK_SERVER=$$s scripts/with-redis.sh $(GO) test -race -count=1 -p 1 $(TESTFLAGS) . ./internal/chaos ; \
 	echo "test-servers: $$s standalone suite in $$(($$(date +%s) - t))s"; t=$$(date +%s); \
 	RLOCK_SERVER=$$s RLOCK_TEST_TOPOLOGY=cluster scripts/with-redis.sh scripts/with-cluster.sh \

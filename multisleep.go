@@ -52,7 +52,7 @@ func (w *setWaiter) wait(g int, a wire.MultiAttempt, err error) error {
 	ml := w.ml
 	c := ml.c
 	if err != nil {
-		return w.sleep(w.backoff.next(), nil, err)
+		return w.sleep(w.backoff.next(), nil, attemptErr(err))
 	}
 	w.backoff = newBackoff()
 	b := w.blocker(g, a)

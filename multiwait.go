@@ -125,7 +125,7 @@ func (w *setWaiter) run() (context.Context, error) {
 		case g < 0:
 			continue // every group of the round was taken and kept
 		case !w.join && err != nil:
-			return nil, ml.errorf("%w (last attempt: %w)", ErrNotObtained, err)
+			return nil, ml.errorf("%w (last attempt: %w)", ErrNotObtained, attemptErr(err))
 		case !w.join:
 			return nil, ml.errorf("%w", ErrNotObtained)
 		case err == nil && w.queued != g && ml.fair[w.blocker(g, a)]:

@@ -1,7 +1,9 @@
 package rlock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -32,4 +34,15 @@ func isTransport(err error) bool {
 		return false
 	}
 	return true
+}
+
+// attemptErr is err, an attempt's transport error, as the call's error wraps it: a context error
+// is not the caller's (rueidis fails the calls queued on a connection that another call's
+// cancelled context was dialling), so it is kept as text only, lest errors.Is take the call for
+// one its own context ended.
+func attemptErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%v (the connection failed)", err)
+	}
+	return err
 }

@@ -69,7 +69,7 @@ func (w *waiter) try() (attempt, error) { return w.run(takeLock) }
 func (w *waiter) run(mode int) (attempt, error) {
 	if err := w.takeTurn(); err != nil {
 		if isTransport(err) {
-			w.lastErr = err
+			w.lastErr = attemptErr(err)
 		}
 		return attempt{}, err
 	}
@@ -86,7 +86,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	w.lastErr = nil
 	if isTransport(err) {
-		w.lastErr = err
+		w.lastErr = attemptErr(err)
 	}
 	if err == nil && !a.acquired {
 		w.blocked = true

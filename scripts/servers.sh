@@ -35,11 +35,13 @@ server_version() {
 # free_port prints a loopback port that nothing listens on and that is not in $taken. Ports
 # come from below Linux's default ephemeral range (32768-60999), where outgoing connections of
 # other programs would make a bind fail; a server that cannot bind is started again elsewhere.
+# RLOCK_PORTS (LOW-HIGH, default 20000-32767) narrows them, as for the Go tests' servers.
 taken=" "
 free_port() {
-  local p
+  local p lo=20000 hi=32767
+  if [ -n "${RLOCK_PORTS:-}" ]; then lo=${RLOCK_PORTS%-*} hi=${RLOCK_PORTS#*-}; fi
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 12768))
+    p=$((lo + RANDOM % (hi - lo + 1)))
     case "$taken" in *" $p "*) continue ;; esac
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"

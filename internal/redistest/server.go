@@ -54,10 +54,22 @@ func TestArgs(dir string) []string {
 
 // FreePort returns a loopback port that nothing listens on, below Linux's default ephemeral
 // range (32768-60999), where other programs' outgoing connections could take it before the
-// server binds it.
+// server binds it: from RLOCK_PORTS ("LOW-HIGH", default 20000-32767). Suites that run side by
+// side get ranges of their own (see the Makefile), so that a server a test restarts on its
+// port never finds another suite's server there.
 func FreePort() (string, error) {
+	lo, hi := 20000, 32767
+	if r := os.Getenv("RLOCK_PORTS"); r != "" {
+		a, b, ok := strings.Cut(r, "-")
+		l, err1 := strconv.Atoi(a)
+		h, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || l < 1024 || h < l || h > 65535 {
+			return "", fmt.Errorf("RLOCK_PORTS=%q: want LOW-HIGH", r)
+		}
+		lo, hi = l, h
+	}
 	for range 200 {
-		p := strconv.Itoa(20000 + rand.IntN(12768))
+		p := strconv.Itoa(lo + rand.IntN(hi-lo+1))
 		l, err := net.Listen("tcp", "127.0.0.1:"+p)
 		if err == nil {
 			l.Close()
