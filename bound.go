@@ -264,3 +264,16 @@ func (sh *shard) callWithin(b bound, cmd context.Context, l *lane, call func(con
 		return true, err
 	}
 }
+
+// flyOrClosed is fly for the steps of a call that gives back what it has (a release, leaving a
+// queue): once the client is closed no flight starts, so call runs on the caller's goroutine,
+// giving up after replyGrace (see giveUpAfter), and fly's error is nil.
+func (c *core) flyOrClosed(b bound, cmd context.Context, call func(context.Context), orphan func()) error {
+	if c.closed.Load() {
+		ctx, cancel := giveUpAfter(context.WithoutCancel(cmd), replyGrace)
+		defer cancel()
+		call(giveUp{ctx})
+		return nil
+	}
+	return c.fly(b, cmd, call, orphan)
+}

@@ -161,7 +161,7 @@ func (w *setWaiter) leave() {
 	// place it could not remove in time lapses by itself.
 	b := w.bound()
 	var landed error
-	err := ml.c.fly(b, w.cmd, func(ctx context.Context) {
+	err := ml.c.flyOrClosed(b, w.cmd, func(ctx context.Context) {
 		landed = ml.c.retryWithin(b, func() error {
 			return ml.c.variant(wire.MultiLeave).Exec(ctx, ml.c.rc, grp.keys, args).Error()
 		})

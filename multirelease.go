@@ -119,7 +119,7 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 	// may run yet, so each member's is kept on its lane for its retry or the settler (see
 	// keepUnlock), and the lanes go with the flight.
 	outcomes := sends
-	if err := ml.c.fly(b, cmd, func(ctx context.Context) { ml.runReleases(b, ctx, sends) }, func() {
+	if err := ml.c.flyOrClosed(b, cmd, func(ctx context.Context) { ml.runReleases(b, ctx, sends) }, func() {
 		exitLanes()
 		ml.c.settleSoon()
 	}); err != nil {
