@@ -309,15 +309,15 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 		assert.ErrorContains(t, res.Error(), "WRONGTYPE", name)
 	}
 	k := e.k
-	wrongType("acquire", e.exec(Acquire, k.Acquire(true), AcquireArgs{"o", "10000", "o", Take}.Strings()))
-	wrongType("fair acquire", e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"o", "10000", "o", Take, true, "5000", true, "3000"}.Strings()))
+	wrongType("acquire", e.exec(Acquire, k.Acquire(true), AcquireArgs{"o", "10000", "o", Take, ""}.Strings()))
+	wrongType("fair acquire", e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"o", "10000", "o", Take, true, "5000", true, "3000", ""}.Strings()))
 	wrongType("release", e.exec(Release, k.Release(), ReleaseArgs{"el1", "rq0000000001", "0"}.Strings()))
 	wrongType("fair release", e.exec(FairRelease, k.FairRelease(), FairReleaseArgs{"el1", "rq0000000001"}.Strings()))
-	wrongType("fair leave", e.exec(FairLeave, k.FairLeave(), FairLeaveArgs{"el1", "el1", "3000", true}.Strings()))
+	wrongType("fair leave", e.exec(FairLeave, k.FairLeave(), FairLeaveArgs{"el1", "el1", "3000", true, ""}.Strings()))
 	wrongType("force unlock", e.exec(ForceUnlock, k.ForceUnlock(true), ForceUnlockArgs{Message: "@", Fair: true}.Strings()))
 	wrongType("inspect", e.exec(Inspect, k.Inspect(), InspectArgs{"el1"}.Strings()))
-	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000"}.Strings()))
-	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000"}.Strings()))
+	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000", ""}.Strings()))
+	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000", ""}.Strings()))
 	wrongType("state as a mutex", e.exec(ReadState, k.State(), StateArgs{"fair_mutex"}.Strings()))
 	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true,
 		[]string{MemberSpec("10000", true, false)}}.Strings()))
@@ -333,13 +333,13 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 		take func() rueidis.RedisResult
 	}{
 		{"mutex", func() rueidis.RedisResult {
-			return e.exec(Acquire, k.Acquire(false), AcquireArgs{"m", "10000", "m", Take}.Strings())
+			return e.exec(Acquire, k.Acquire(false), AcquireArgs{"m", "10000", "m", Take, ""}.Strings())
 		}},
 		{"fair mutex", func() rueidis.RedisResult {
-			return e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"m", "10000", "m", Take, false, "5000", true, "3000"}.Strings())
+			return e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"m", "10000", "m", Take, false, "5000", true, "3000", ""}.Strings())
 		}},
 		{"rw mutex", func() rueidis.RedisResult {
-			return e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"m", "10000", "m", Take, Write, false, "5000", true, false, "3000"}.Strings())
+			return e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"m", "10000", "m", Take, Write, false, "5000", true, false, "3000", ""}.Strings())
 		}},
 	} {
 		require.NoError(t, other.take().Error(), other.name)

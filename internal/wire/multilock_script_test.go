@@ -560,7 +560,7 @@ func TestMultiScripts_invalidChangesNothing(t *testing.T) {
 	// d is an RWMutex: the set raises WRONGTYPE, a, b and c stay free and unqueued.
 	rw := g.keys[3]
 	require.NoError(t, l.exec(RWAcquire, rw.RWAcquire(), RWAcquireArgs{"R", "10000", "R", Take, Write, false, "5000",
-		true, false, "3000"}.Strings()).Error())
+		true, false, "3000", ""}.Strings()).Error())
 	err := l.exec(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings()).Error()
 	assert.ErrorContains(t, err, "WRONGTYPE")
 	for i := 0; i < 3; i++ {
