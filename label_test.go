@@ -172,3 +172,87 @@ func TestLabel_invalid(t *testing.T) {
 	_, err = c.NewMutex("ok").ForceUnlock(bg)
 	require.NoError(t, err)
 }
+
+// TestLabel_election: a labelled candidate's wait and its term show the label, a term handed
+// over is labelled as its candidate waited, and a bad label is refused with nothing changed.
+func TestLabel_election(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		e := newEnv(t)
+		c := e.client(rlock.Options{Wait: wait})
+		el := c.NewElection("el")
+		_, err := el.Campaign(rlock.WithLabel(bg, ""), "x")
+		require.ErrorIs(t, err, rlock.ErrInvalid)
+		require.Empty(t, e.Keys())
+		term, err := el.Campaign(rlock.WithLabel(bg, "leader A"), "a")
+		require.NoError(t, err)
+		res := goAcquire(func() (context.Context, error) { return el.Campaign(rlock.WithLabel(bg, "candidate B"), "b") })
+		var st rlock.State
+		require.Eventually(t, func() bool {
+			st, err = el.State(bg)
+			require.NoError(t, err)
+			return len(st.Waiters) == 1
+		}, 5*time.Second, 5*time.Millisecond)
+		require.Len(t, st.Holders, 1)
+		assert.Equal(t, "leader A", st.Holders[0].Label)
+		assert.Equal(t, "candidate B", st.Waiters[0].Label)
+		require.NoError(t, el.Resign(term))
+		b := <-res
+		require.NoError(t, b.err)
+		st, err = el.State(bg)
+		require.NoError(t, err)
+		require.Len(t, st.Holders, 1)
+		assert.Equal(t, "candidate B", st.Holders[0].Label)
+		require.NoError(t, el.Resign(b.h))
+	})
+}
+
+// TestLabel_multiLock: a MultiLock's set labels every member's hold and its wait in the queue
+// of a fair member; a bad label is refused with nothing changed.
+func TestLabel_multiLock(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(rlock.Options{})
+	a, f := c.NewMutex("ma"), c.NewFairMutex("mf")
+	ml := c.NewMultiLock(a, f)
+	_, err := ml.TryLock(rlock.WithLabel(bg, "a\tb"), 0)
+	require.ErrorIs(t, err, rlock.ErrInvalid)
+	require.Empty(t, e.Keys())
+	other, err := f.Lock(rlock.WithLabel(bg, "other"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(rlock.WithLabel(bg, "the set"))
+	defer cancel()
+	res := goAcquire(func() (context.Context, error) { return ml.Lock(ctx) })
+	var st rlock.State
+	require.Eventually(t, func() bool {
+		st, err = f.State(bg)
+		require.NoError(t, err)
+		return len(st.Waiters) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "the set", st.Waiters[0].Label)
+	assert.Equal(t, "other", st.Holders[0].Label)
+	// a set that gives up takes its labelled place with it
+	gone, stop := context.WithCancel(rlock.WithLabel(bg, "gives up"))
+	quit := goAcquire(func() (context.Context, error) { return c.NewMultiLock(f, a).Lock(gone) })
+	require.Eventually(t, func() bool {
+		st, err = f.State(bg)
+		require.NoError(t, err)
+		return len(st.Waiters) == 2
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "gives up", st.Waiters[1].Label)
+	stop()
+	require.ErrorIs(t, (<-quit).err, context.Canceled)
+	st, err = f.State(bg)
+	require.NoError(t, err)
+	require.Len(t, st.Waiters, 1)
+	assert.Equal(t, "the set", st.Waiters[0].Label)
+	require.NoError(t, f.Unlock(other))
+	set := <-res
+	require.NoError(t, set.err)
+	for _, m := range []*rlock.Mutex{a, f} {
+		st, err = m.State(bg)
+		require.NoError(t, err)
+		require.Len(t, st.Holders, 1)
+		assert.Equal(t, "the set", st.Holders[0].Label, m.Name())
+		assert.Empty(t, st.Waiters)
+	}
+	require.NoError(t, ml.Unlock(set.h))
+}

@@ -154,7 +154,7 @@ func (w *setWaiter) leave() {
 	w.queued = -1
 	ml := w.ml
 	grp := &ml.groups[g]
-	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Members: grp.specs}.Strings()
+	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Label: w.label, Members: grp.specs}.Strings()
 	err := ml.c.retryWithin(within(releaseWait), func() error {
 		return ml.c.variant(wire.MultiLeave).Exec(w.cmd, ml.c.rc, grp.keys, args).Error()
 	})

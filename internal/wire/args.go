@@ -310,11 +310,13 @@ type CampaignArgs struct {
 	Join       bool   `argv:"'wait' to join"`
 	ClaimMs    string `argv:"claim in milliseconds"`
 	Value      string `argv:"value"`
+	Label      string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a CampaignArgs) Strings() []string {
-	return []string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value}
+	return labelled([]string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value},
+		a.Label)
 }
 
 // ResignArgs is el_resign.lua's ARGV.
@@ -345,10 +347,13 @@ type ElectionLeaveArgs struct {
 	Candidate string `argv:"candidate id"`
 	ClaimMs   string `argv:"its claim"`
 	Value     string `argv:"its value"`
+	Label     string `argv:"its label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
-func (a ElectionLeaveArgs) Strings() []string { return []string{a.Candidate, a.ClaimMs, a.Value} }
+func (a ElectionLeaveArgs) Strings() []string {
+	return labelled([]string{a.Candidate, a.ClaimMs, a.Value}, a.Label)
+}
 
 // NoArgs is the ARGV of el_leader.lua and el_forceunlock.lua: none.
 type NoArgs struct{}
@@ -378,13 +383,14 @@ type MultiAcquireArgs struct {
 	Mode       Mode     `argv:"mode"` // Take or Resolve
 	FairWaitMs string   `argv:"FairWaitTimeout in milliseconds"`
 	Join       bool     `argv:"'wait' to join"`
+	Label      string   `argv:"label"`    // "": unlabelled
 	Members    []string `argv:"member i"` // MemberSpec of each
 }
 
 // Strings returns a as ARGV.
 func (a MultiAcquireArgs) Strings() []string {
-	return append(append(make([]string, 0, 5+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
-		join(a.Join)), a.Members...)
+	return append(append(make([]string, 0, 6+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
+		join(a.Join), a.Label), a.Members...)
 }
 
 // MultiReleaseArgs is multi_release.lua's ARGV (KEYS as MultiAcquireArgs').
@@ -404,10 +410,11 @@ func (a MultiReleaseArgs) Strings() []string {
 type MultiLeaveArgs struct {
 	Owner   string   `argv:"owner id"`
 	Request string   `argv:"request id"`
-	Members []string `argv:"member i"` // MemberSpec of each
+	Label   string   `argv:"its label"` // "": unlabelled
+	Members []string `argv:"member i"`  // MemberSpec of each
 }
 
 // Strings returns a as ARGV.
 func (a MultiLeaveArgs) Strings() []string {
-	return append(append(make([]string, 0, 2+len(a.Members)), a.Owner, a.Request), a.Members...)
+	return append(append(make([]string, 0, 3+len(a.Members)), a.Owner, a.Request, a.Label), a.Members...)
 }

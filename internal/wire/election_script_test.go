@@ -319,7 +319,7 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000", ""}.Strings()))
 	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000", ""}.Strings()))
 	wrongType("state as a mutex", e.exec(ReadState, k.State(), StateArgs{"fair_mutex"}.Strings()))
-	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true,
+	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true, "",
 		[]string{MemberSpec("10000", true, false)}}.Strings()))
 	assert.Equal(t, before, e.record(), "the election unchanged")
 	ld := e.leader()
@@ -344,10 +344,10 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 	} {
 		require.NoError(t, other.take().Error(), other.name)
 		hash := e.record()
-		wrongType(other.name+": campaign", e.exec(Campaign, k.Election(), CampaignArgs{"c", elLeaseMs, Take, "5000", true, elClaimMs, "v"}.Strings()))
+		wrongType(other.name+": campaign", e.exec(Campaign, k.Election(), CampaignArgs{"c", elLeaseMs, Take, "5000", true, elClaimMs, "v", ""}.Strings()))
 		wrongType(other.name+": resign", e.exec(Resign, k.Election(), ResignArgs{"m", 1}.Strings()))
 		wrongType(other.name+": proclaim", e.exec(Proclaim, k.Election(), ProclaimArgs{"m", 1, "v"}.Strings()))
-		wrongType(other.name+": leave", e.exec(ElectionLeave, k.Election(), ElectionLeaveArgs{"m", elClaimMs, "v"}.Strings()))
+		wrongType(other.name+": leave", e.exec(ElectionLeave, k.Election(), ElectionLeaveArgs{"m", elClaimMs, "v", ""}.Strings()))
 		wrongType(other.name+": leader", e.exec(ReadLeader, k.Leadership(), nil))
 		wrongType(other.name+": force", e.exec(ElectionForceUnlock, k.Election(), nil))
 		wrongType(other.name+": state", e.exec(ReadState, k.State(), StateArgs{"election"}.Strings()))

@@ -49,7 +49,7 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 
 	t.Run("multilock contended", func(t *testing.T) {
 		g := newGroup(l, member{"{ct}a", true, false, "10000"}, member{"{ct}b", true, false, "10000"})
-		acquire := MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings()
+		acquire := MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, "", g.specs}.Strings()
 		require.Equal(t, int64(1), g.single(0, "X", "rq0000000000x1")[0])
 		require.False(t, g.acquire("S", "rq000000000001", Take, true).Acquired)
 		time.Sleep(5 * time.Millisecond) // so that a refresh extends expiries
@@ -83,7 +83,7 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 					ms = append(ms, member{fmt.Sprintf("{cost}%d", i), c.fair, c.fencing, "10000"})
 				}
 				g := newGroup(l, ms...)
-				take := l.calls(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings())
+				take := l.calls(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, "", g.specs}.Strings())
 				assert.LessOrEqual(t, take, c.take*int64(n), "a group acquire of free members")
 				rel := l.calls(MultiRelease, g.allKeys(), MultiReleaseArgs{"S", "rl000000000001", UnlockMessage, g.specs}.Strings())
 				assert.LessOrEqual(t, rel, c.release*int64(n), "a group release of the last holds, nobody waiting")
