@@ -119,3 +119,12 @@ func TestWrongTypeKey(t *testing.T) {
 	assert.Equal(t, "x", v)
 	require.NoError(t, e.admin.Do(context.Background(), e.admin.B().Del().Key(key).Build()).Error())
 }
+
+// TestExec_badLabel: a --label the library refuses is a usage error, and nothing is taken.
+func TestExec_badLabel(t *testing.T) {
+	e := newEnv(t)
+	code, _, stderr := e.run("exec", "--label", "", "--wait", "0", "bl", "--", "true")
+	assert.Equal(t, exitUsage, code, "stderr: %s", stderr)
+	assert.Contains(t, stderr, "invalid argument: empty label")
+	assert.Empty(t, e.keys())
+}

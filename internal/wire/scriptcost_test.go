@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -140,6 +141,14 @@ func TestScripts_callsUncontended(t *testing.T) {
 			k := l.keys("u" + c.name)
 			assert.LessOrEqual(t, l.calls(c.acq, c.acqK(k), c.acqA), int64(3), "the acquire of a free lock")
 			assert.LessOrEqual(t, l.calls(c.rel, c.relK(k), c.relA), int64(3), "the release of the last hold")
+			assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases), "released: no key left")
+			// Labelled (WithLabel: the optional last ARGV), the acquire writes the label and its
+			// time (HSETNX TIME HSET, the slow path); the release's calls are the same, and
+			// the label goes with the hold.
+			acq, rel := l.calls(c.acq, c.acqK(k), append(slices.Clip(c.acqA), "host-a pid 12")), l.calls(c.rel, c.relK(k), c.relA)
+			t.Logf("labelled: acquire %d calls, release %d", acq, rel)
+			assert.LessOrEqual(t, acq, int64(3+3), "the labelled acquire of a free lock")
+			assert.LessOrEqual(t, rel, int64(3), "the release of the last labelled hold")
 			assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases), "released: no key left")
 		})
 	}
