@@ -20,11 +20,14 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, value st
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
+	label, err := labelOf(ctx)
+	if err != nil {
+		return nil, false, lk.errorf("%w", err)
+	}
 	req := lk.core.requestID() // unique across clients: a random client id and a counter
 	var owner string
 	var ok bool
 	if !lk.ownerless {
-		var err error
 		if owner, ok, err = lk.callerOwner(ctx); err != nil {
 			return nil, false, err
 		}
@@ -35,7 +38,7 @@ func (h *locker) acquire(ctx, cmd context.Context, acc access, n int64, value st
 		owner = req
 	}
 	w := waiter{lk: lk, sh: h.sh, style: lk.kind.style(acc), ctx: ctx, cmd: cmd, bounded: bounded, fresh: !ok,
-		r: request{owner: owner, id: req, access: acc, n: n, value: value, join: !bounded || wait != 0}}
+		r: request{owner: owner, id: req, access: acc, n: n, value: value, label: label, join: !bounded || wait != 0}}
 	if w.bounded {
 		w.deadline = time.Now().Add(wait)
 		w.end = w.deadline

@@ -62,7 +62,7 @@ func (k *electionKind) acquire(ctx context.Context, r request) (attempt, error) 
 	a := attempt{sent: time.Now()}
 	reply, err := lk.core.eval(ctx, r.conn, wire.Campaign, k.keys, wire.CampaignArgs{
 		Candidate: r.owner, LeaseMs: lk.leaseMs, Mode: modeArg[r.mode], FairWaitMs: lk.core.fairWaitMs,
-		Join: r.join, ClaimMs: lk.claimMs, Value: r.value}.Strings()).AsIntSlice()
+		Join: r.join, ClaimMs: lk.claimMs, Value: r.value, Label: r.label}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("campaign", err)
 	}
@@ -109,7 +109,8 @@ func (k *electionKind) release(ctx context.Context, cand string, _ access, _ str
 func (k *electionKind) dequeue(ctx context.Context, r request) error {
 	lk := k.lk
 	return lk.core.variant(wire.ElectionLeave).Exec(ctx, lk.core.rc, k.keys,
-		wire.ElectionLeaveArgs{Candidate: r.owner, ClaimMs: lk.claimMs, Value: r.value}.Strings()).Error()
+		wire.ElectionLeaveArgs{Candidate: r.owner, ClaimMs: lk.claimMs, Value: r.value,
+			Label: r.label}.Strings()).Error()
 }
 
 func (k *electionKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }

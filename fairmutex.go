@@ -64,7 +64,7 @@ func (k *fairMutexKind) acquire(ctx context.Context, r request) (attempt, error)
 	a := attempt{sent: time.Now()}
 	reply, err := lk.core.eval(ctx, r.conn, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Fencing: lk.fencing,
-		FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs, Label: r.label}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -84,7 +84,8 @@ func (k *fairMutexKind) release(ctx context.Context, owner string, _ access, req
 func (k *fairMutexKind) dequeue(ctx context.Context, r request) error {
 	lk := k.lk
 	return lk.core.variant(wire.FairLeave).Exec(ctx, lk.core.rc, k.leaveKeys,
-		wire.FairLeaveArgs{Owner: r.owner, Request: r.id, ClaimMs: lk.claimMs, Fencing: lk.fencing}.Strings()).Error()
+		wire.FairLeaveArgs{Owner: r.owner, Request: r.id, ClaimMs: lk.claimMs, Fencing: lk.fencing,
+			Label: r.label}.Strings()).Error()
 }
 
 func (k *fairMutexKind) renewal() (wire.Script, []string) { return wire.Renew, k.renewKeys }

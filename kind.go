@@ -79,6 +79,7 @@ type request struct {
 	access access
 	n      int64  // permits (Semaphore)
 	value  string // what observers see while the candidate leads (an election's Campaign)
+	label  string // the label of the hold and the wait (WithLabel); "": none
 	join   bool   // join (or stay in) the queue if the lock is not free
 	// conn, if not nil, is the connection the script must run on (see core.eval).
 	conn rueidis.DedicatedClient

@@ -156,7 +156,7 @@ func (w *setWaiter) leave() {
 	w.queued = -1
 	ml := w.ml
 	grp := &ml.groups[g]
-	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Members: grp.specs}.Strings()
+	args := wire.MultiLeaveArgs{Owner: w.owner, Request: w.req, Label: w.label, Members: grp.specs}.Strings()
 	// A flight bounded by the call's end (replyGrace past it, for a call that is ending): a
 	// place it could not remove in time lapses by itself.
 	b := w.bound()

@@ -21,8 +21,9 @@ type setWaiter struct {
 	cmd      context.Context // the Redis commands' context: ctx without its cancellation
 	owner    string
 	req      string
-	join     bool // wait (not a single attempt): join the blocking member's queue
-	bounded  bool // TryLock: give up at deadline
+	label    string // WithLabel's, of every member's hold and of the set's wait; "": none
+	join     bool   // wait (not a single attempt): join the blocking member's queue
+	bounded  bool   // TryLock: give up at deadline
 	deadline time.Time
 
 	// per member: the record that counts the set's hold (nil: not held), its token and its
@@ -64,11 +65,15 @@ func (ml *MultiLock) acquire(ctx context.Context, bounded bool, wait time.Durati
 	if err != nil {
 		return nil, err
 	}
+	label, err := labelOf(ctx)
+	if err != nil {
+		return nil, ml.errorf("%w", err)
+	}
 	if !ok {
 		owner = req // as a Mutex's fresh owner: nobody else can hold as it (see lib.lua)
 	}
 	n := len(ml.members)
-	w := &setWaiter{ml: ml, ctx: ctx, cmd: detach(ctx), owner: owner, req: req, join: !bounded || wait != 0,
+	w := &setWaiter{ml: ml, ctx: ctx, cmd: detach(ctx), owner: owner, req: req, label: label, join: !bounded || wait != 0,
 		bounded: bounded, recs: make([]*hold, n), runs: make([]*accessHold, n), tokens: make([]int64, n), ends: make([]time.Time, n),
 		lanes: make([]*lane, n), queued: -1, arrived: -1, on: -1, backoff: newBackoff()}
 	if bounded {
@@ -159,7 +164,7 @@ func (w *setWaiter) round(from, to int) (int, wire.MultiAttempt, error) {
 	for g := from; g < to; g++ {
 		grp := &ml.groups[g]
 		calls = append(calls, &groupCall{g: g, keys: grp.keys, args: wire.MultiAcquireArgs{Owner: w.owner,
-			Request: w.req, Mode: wire.Take, FairWaitMs: ml.c.fairWaitMs, Join: join && g == from,
+			Request: w.req, Mode: wire.Take, FairWaitMs: ml.c.fairWaitMs, Join: join && g == from, Label: w.label,
 			Members: grp.specs}.Strings()})
 	}
 	if join {

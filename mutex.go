@@ -44,7 +44,8 @@ func (k *mutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
 	reply, err := lk.core.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
-		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode]}.Strings()).AsIntSlice()
+		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode],
+			Label: r.label}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}

@@ -98,7 +98,8 @@ func (k *rwKind) acquire(ctx context.Context, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	reply, err := lk.core.eval(ctx, r.conn, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Access: rwAccessArg[r.access],
-		Fencing: lk.fencing, FairWaitMs: lk.core.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		Fencing: lk.fencing, FairWaitMs: lk.core.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs,
+		Label: r.label}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -123,7 +124,7 @@ func (k *rwKind) dequeue(ctx context.Context, r request) error {
 	lk := k.lk
 	return lk.core.variant(wire.RWLeave).Exec(ctx, lk.core.rc, k.releaseKeys,
 		wire.RWLeaveArgs{Owner: r.owner, Access: rwAccessArg[r.access], Fair: k.fair, Request: r.id, ClaimMs: lk.claimMs,
-			Fencing: lk.fencing}.Strings()).Error()
+			Fencing: lk.fencing, Label: r.label}.Strings()).Error()
 }
 
 func (k *rwKind) renewal() (wire.Script, []string) { return wire.RWRenew, k.renewKeys }

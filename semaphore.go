@@ -63,7 +63,8 @@ func (k *semKind) acquire(ctx context.Context, r request) (attempt, error) {
 	a := attempt{sent: time.Now()}
 	reply, err := lk.core.eval(ctx, r.conn, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
 		Hold: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Permits: k.permits,
-		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs}.Strings()).AsIntSlice()
+		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs,
+		Label: r.label}.Strings()).AsIntSlice()
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -92,7 +93,8 @@ func (k *semKind) release(ctx context.Context, owner string, _ access, _ string)
 func (k *semKind) dequeue(ctx context.Context, r request) error {
 	lk := k.lk
 	return lk.core.variant(wire.SemLeave).Exec(ctx, lk.core.rc, k.keys,
-		wire.SemLeaveArgs{Hold: r.owner, ClaimMs: lk.claimMs, N: strconv.FormatInt(r.n, 10)}.Strings()).Error()
+		wire.SemLeaveArgs{Hold: r.owner, ClaimMs: lk.claimMs, N: strconv.FormatInt(r.n, 10),
+			Label: r.label}.Strings()).Error()
 }
 
 func (k *semKind) renewal() (wire.Script, []string) { return wire.SemRenew, k.renewKeys }

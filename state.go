@@ -29,6 +29,10 @@ type Holder struct {
 	Count int           // hold count (a Semaphore: permits held)
 	Mode  string        // "write", "read", or "" for a Mutex or Semaphore
 	Lease time.Duration // lease left in Redis (server time), > 0; -1 for a mutex key without expiry (never made by rlock)
+	Label string        // the label the hold was taken with (WithLabel); "" if none
+	// Since is how long the owner has held it without a gap (server time), from its first
+	// labelled hold: re-entries do not reset it; 0 if unlabelled.
+	Since time.Duration
 }
 
 // Waiter is one waiter that holds a place in a [State].
@@ -37,6 +41,7 @@ type Waiter struct {
 	Mode     string        // as Holder.Mode
 	Permits  int64         // a Semaphore waiter's request; 0 otherwise
 	Deadline time.Duration // how long until this waiter loses its place if it stops polling
+	Label    string        // the label the waiter waits with (WithLabel); "" if none
 }
 
 // State returns who holds m and who waits for it (a fair mutex's queue; a plain Mutex lists
@@ -122,10 +127,12 @@ func (c *core) readState(ctx context.Context, keys wire.Keys, kind string) (Stat
 	}
 	st := State{Kind: r.Kind, Token: r.Token, Permits: r.Permits}
 	for _, h := range r.Holders {
-		st.Holders = append(st.Holders, Holder{Owner: h.Owner, Count: int(h.Count), Mode: h.Mode, Lease: h.Lease})
+		st.Holders = append(st.Holders, Holder{Owner: h.Owner, Count: int(h.Count), Mode: h.Mode, Lease: h.Lease,
+			Label: h.Label, Since: h.Since})
 	}
 	for _, w := range r.Waiters {
-		st.Waiters = append(st.Waiters, Waiter{Owner: w.Owner, Mode: w.Mode, Permits: w.Permits, Deadline: w.Deadline})
+		st.Waiters = append(st.Waiters, Waiter{Owner: w.Owner, Mode: w.Mode, Permits: w.Permits, Deadline: w.Deadline,
+			Label: w.Label})
 	}
 	return st, nil
 }

@@ -24,6 +24,7 @@ type execFlags struct {
 	wait       time.Duration
 	lease      time.Duration
 	owner      string
+	label      string
 	lostExit   int64
 	killAfter  time.Duration
 	foreground bool
@@ -40,6 +41,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	durationVar(fs, &f.wait, "wait", 0, "give up after this long")
 	durationVar(fs, &f.lease, "lease", 0, "fixed lease instead of the watchdog")
 	fs.StringVar(&f.owner, "owner", "", "owner id")
+	fs.StringVar(&f.label, "label", "", "label of the hold and the wait")
 	intVar(fs, &f.lostExit, "lost-exit", exitLost, "exit status when the lock is lost")
 	durationVar(fs, &f.killAfter, "kill-after", 10*time.Second, "SIGKILL this long after SIGTERM")
 	fs.BoolVar(&f.foreground, "foreground", false, "keep CMD in rlock's process group")
@@ -47,6 +49,18 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.read, "read", false, "read hold of a read-write lock")
 	fs.BoolVar(&f.write, "write", false, "write hold of a read-write lock")
 	intVar(fs, &f.semaphore, "semaphore", 0, "one of N permits of a semaphore")
+}
+
+// labelFor is the label of the holds and waits: --label, or "HOST pid PID" without it.
+func (f *execFlags) labelFor() string {
+	if f.set["label"] {
+		return f.label
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "?"
+	}
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
 }
 
 // waitFor is the wait of the acquisition: --wait, or -1 (until interrupted) without it.
@@ -202,6 +216,7 @@ func (x *execution) run(cmd *exec.Cmd) int {
 	if x.f.set["owner"] {
 		base = rlock.WithOwner(base, x.f.owner)
 	}
+	base = rlock.WithLabel(base, x.f.labelFor())
 	// The hold context derives from waitCtx: it is cancelled only to abandon a wait, and at
 	// the very end, once the hold is released.
 	waitCtx, stopWaiting := context.WithCancel(base)

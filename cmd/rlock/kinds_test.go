@@ -24,6 +24,9 @@ const logScript = `echo "start $2 $$" >> "$1"; sleep 0.05; echo "end $2 $$" >> "
 
 // checkLog replays a log of logScript lines and returns the most CMDs that ran at once, and
 // the most of those that were writers ("w"); it fails t on a malformed log.
+// labelled is the end of the line of a hold that rlock exec took with its default label.
+const labelled = `, label "[^"]+ pid \d+", held \d+(\.\d+)?m?s\n`
+
 func checkLog(t *testing.T, path string) (most, mostWriters int, runs map[string]int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -105,7 +108,7 @@ func TestExec_readers(t *testing.T) {
 
 	code, out, stderr := e.run("status", "cfg")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	lease := `, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n`
+	lease := `, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left` + labelled
 	assert.Regexp(t, `^cfg: rw_mutex held for reading by 2 owners \(key `+regexp.QuoteMeta(e.prefix)+`:\{cfg\}\)\n`+
 		`(reader reader-1: 1 hold`+lease+`reader reader-2: 1 hold`+lease+`|reader reader-2: 1 hold`+lease+`reader reader-1: 1 hold`+lease+`)$`, out)
 
@@ -143,7 +146,7 @@ func TestExec_writerStatus(t *testing.T) {
 	w.expect(t, "ready", 5*time.Second)
 	code, out, stderr := e.run("status", "doc")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^doc: rw_mutex held for writing \(key .*\)\nwriter wr: 1 hold, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n$`, out)
+	assert.Regexp(t, `^doc: rw_mutex held for writing \(key .*\)\nwriter wr: 1 hold, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left`+labelled+`$`, out)
 
 	// The writer's CMD takes a read hold as the same owner (at once) and shows the status.
 	nested := append([]string{"--read", "--owner", "wr", "--wait", "0", "doc", "--", rlockBin}, e.argv("status", "doc")...)
@@ -189,7 +192,7 @@ func TestExec_semaphore(t *testing.T) {
 
 	code, out, stderr := e.run("status", "pool")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	hold := `hold \S+: 1 permit, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n`
+	hold := `hold \S+: 1 permit, lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left` + labelled
 	assert.Regexp(t, `^pool: semaphore, 2 of 2 permits out \(key `+regexp.QuoteMeta(e.prefix)+`:\{pool\}\)\n`+hold+hold+`$`, out)
 
 	third := e.start("exec", "--semaphore", "2", "pool", "--", "sh", "-c", `echo "in [$RLOCK_NAME] [$RLOCK_OWNER]"`)
@@ -197,7 +200,7 @@ func TestExec_semaphore(t *testing.T) {
 		_, out, _ = e.run("status", "pool")
 		return strings.Contains(out, "queue: 1 waiting\n")
 	}, 5*time.Second, 50*time.Millisecond, "the third never showed in the queue: %s", out)
-	assert.Regexp(t, `queue: 1 waiting\n  1\. \S+, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
+	assert.Regexp(t, `queue: 1 waiting\n  1\. \S+, deadline in (\d+ms|[1-5](\.\d+)?s), label "[^"]+ pid \d+"\n$`, out)
 	third.quiet(t, 200*time.Millisecond)
 	h1.signal(t, syscall.SIGTERM)
 	h1.expect(t, "got-term", 2*time.Second)

@@ -71,6 +71,8 @@ Flags of exec:
   --owner ID        hold the lock as owner ID (default: a fresh random one); a process with the
                     same ID re-enters the hold instead of waiting for it (cross-process
                     reentrancy). CMD finds the owner in $RLOCK_OWNER and NAME in $RLOCK_NAME
+  --label L         label the hold and the wait L, which status shows (default: "HOST pid PID",
+                    rlock's own process id); 1-256 bytes, no control characters
   --lost-exit N     exit status when the lock is lost while CMD runs (default 79)
   --kill-after D    when the lock is lost: SIGKILL CMD this long after SIGTERM (default 10s)
   --foreground      keep CMD in rlock's process group, for a CMD that reads from the terminal

@@ -144,9 +144,9 @@ func startNamed(sub string, args, env []string, stdout, stderr io.Writer, extra 
 // when nobody queues (a queue with waiters is always shown).
 //
 //	nightly: fair_mutex held (key rlock:{nightly}), lease 29.874s left
-//	holder 3kq8f0b2c1d9e1: 1 hold
+//	holder 3kq8f0b2c1d9e1: 1 hold, label "host-a pid 12", held 3.2s
 //	queue: 1 waiting
-//	  1. owner-b, deadline in 4.985s
+//	  1. owner-b, deadline in 4.985s, label "host-b pid 7"
 //
 //	config: rw_mutex held for reading by 2 owners (key rlock:{config})
 //	reader web-1: 1 hold, lease 29.874s left
@@ -198,12 +198,13 @@ func printState(w io.Writer, st rlock.State, key string, fair bool) {
 		n := int64(h.Count)
 		switch kind {
 		case familyMutex:
-			fmt.Fprintf(w, "holder %s: %d %s\n", h.Owner, n, plural(n, "hold", "holds"))
+			fmt.Fprintf(w, "holder %s: %d %s%s\n", h.Owner, n, plural(n, "hold", "holds"), holderLabel(h))
 		case familyRW:
-			fmt.Fprintf(w, "%s %s: %d %s, lease %v left\n", map[string]string{"write": "writer", "read": "reader"}[h.Mode],
-				h.Owner, n, plural(n, "hold", "holds"), h.Lease)
+			fmt.Fprintf(w, "%s %s: %d %s, lease %v left%s\n", map[string]string{"write": "writer", "read": "reader"}[h.Mode],
+				h.Owner, n, plural(n, "hold", "holds"), h.Lease, holderLabel(h))
 		case familySemaphore:
-			fmt.Fprintf(w, "hold %s: %d %s, lease %v left\n", h.Owner, n, plural(n, "permit", "permits"), h.Lease)
+			fmt.Fprintf(w, "hold %s: %d %s, lease %v left%s\n", h.Owner, n, plural(n, "permit", "permits"), h.Lease,
+				holderLabel(h))
 		}
 	}
 	switch {
@@ -239,6 +240,9 @@ func printElection(w io.Writer, st rlock.State, l rlock.Leadership, key string) 
 	}
 	if l.Term != 0 {
 		fmt.Fprintf(w, "value: %s\n", strconv.Quote(l.Value))
+		if len(st.Holders) > 0 && st.Holders[0].Label != "" {
+			fmt.Fprintf(w, "leader%s\n", holderLabel(st.Holders[0]))
+		}
 	}
 	if len(st.Waiters) > 0 {
 		fmt.Fprintf(w, "candidates: %d waiting\n", len(st.Waiters))
@@ -254,8 +258,21 @@ func printWaiters(w io.Writer, ws []rlock.Waiter, modes bool) {
 		if modes && q.Mode != "" {
 			who += " (" + q.Mode + ")"
 		}
-		fmt.Fprintf(w, "  %d. %s, deadline in %v\n", i+1, who, q.Deadline)
+		label := ""
+		if q.Label != "" {
+			label = ", label " + strconv.Quote(q.Label)
+		}
+		fmt.Fprintf(w, "  %d. %s, deadline in %v%s\n", i+1, who, q.Deadline, label)
 	}
+}
+
+// holderLabel is what a holder's line says of its label (WithLabel): `, label "L", held D`, or
+// nothing for an unlabelled hold.
+func holderLabel(h rlock.Holder) string {
+	if h.Label == "" {
+		return ""
+	}
+	return fmt.Sprintf(", label %s, held %v", strconv.Quote(h.Label), h.Since)
 }
 
 // plural returns one for n == 1, else many.

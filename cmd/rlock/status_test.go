@@ -4,7 +4,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,19 +32,24 @@ func TestStatus(t *testing.T) {
 	holder.expect(t, "ready", 5*time.Second)
 	code, out, stderr = e.run("status", "s")
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Regexp(t, `^s: mutex held \(key `+regexp.QuoteMeta(key)+`\), lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\nholder owner-a: 1 hold\n$`, out)
+	// exec labels its hold "HOST pid PID" by default
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	label := regexp.QuoteMeta(strconv.Quote(fmt.Sprintf("%s pid %d", host, holder.cmd.Process.Pid)))
+	assert.Regexp(t, `^s: mutex held \(key `+regexp.QuoteMeta(key)+`\), lease (1\d\.\d+|2\d\.\d+|30(\.0+)?)s left\n`+
+		`holder owner-a: 1 hold, label `+label+`, held \d+(\.\d+)?m?s\n$`, out)
 
 	code, out, _ = e.run("status", "s", "--fair") // flags may follow NAME
 	assert.Equal(t, exitHeld, code)
-	assert.True(t, strings.HasSuffix(out, "holder owner-a: 1 hold\nqueue: empty\n"), "%s", out)
+	assert.Regexp(t, `holder owner-a: 1 hold, label `+label+`, held .*\nqueue: empty\n$`, out)
 
 	// A CMD run under the same owner (here: rlock status) sees the hold count 2.
 	nested := append([]string{"--owner", "owner-a", "--wait", "0", "s", "--", rlockBin}, e.argv("status", "s")...)
 	code, out, stderr = e.run("exec", nested...)
 	assert.Equal(t, exitHeld, code, "stderr: %s", stderr)
-	assert.Contains(t, out, "holder owner-a: 2 holds\n")
+	assert.Contains(t, out, "holder owner-a: 2 holds, label ", "the re-entry keeps the first label")
 	_, out, _ = e.run("status", "s")
-	assert.Contains(t, out, "holder owner-a: 1 hold\n", "the re-entry released its hold only")
+	assert.Contains(t, out, "holder owner-a: 1 hold, label ", "the re-entry released its hold only")
 
 	holder.signal(t, syscall.SIGTERM)
 	holder.expect(t, "got-term", 2*time.Second)
@@ -54,9 +62,9 @@ func TestStatus(t *testing.T) {
 // deadline; once the holder ends, the waiter gets the lock and the queue is empty.
 func TestStatus_fairQueue(t *testing.T) {
 	e := newEnv(t)
-	holder := e.start("exec", "--fair", "--owner", "fa", "q", "--", "sh", "-c", holdScript, "sh", "0")
+	holder := e.start("exec", "--fair", "--owner", "fa", "--label", "host-a pid 12", "q", "--", "sh", "-c", holdScript, "sh", "0")
 	holder.expect(t, "ready", 5*time.Second)
-	waiter := e.start("exec", "--fair", "--owner", "fb", "q", "--", "echo", "in")
+	waiter := e.start("exec", "--fair", "--owner", "fb", "--label", "host-b pid 7", "q", "--", "echo", "in")
 
 	var code int
 	var out string
@@ -65,7 +73,9 @@ func TestStatus_fairQueue(t *testing.T) {
 		return strings.Contains(out, "queue: 1 waiting")
 	}, 5*time.Second, 50*time.Millisecond, "the waiter never showed in the queue: %s", out)
 	assert.Equal(t, exitHeld, code)
-	assert.Regexp(t, `^q: fair_mutex held \(key .*\), lease .*s left\nholder fa: 1 hold\nqueue: 1 waiting\n  1\. fb, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
+	assert.Regexp(t, `^q: fair_mutex held \(key .*\), lease .*s left\nholder fa: 1 hold, label "host-a pid 12", held .*s\n`+
+		`queue: 1 waiting\n  1\. fb, deadline in (\d+ms|[1-5](\.\d+)?s), label "host-b pid 7"\n$`, out)
+	t.Logf("rlock status --fair q:\n%s", out)
 
 	holder.signal(t, syscall.SIGTERM)
 	holder.expect(t, "got-term", 2*time.Second)
@@ -108,4 +118,13 @@ func TestWrongTypeKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x", v)
 	require.NoError(t, e.admin.Do(context.Background(), e.admin.B().Del().Key(key).Build()).Error())
+}
+
+// TestExec_badLabel: a --label the library refuses is a usage error, and nothing is taken.
+func TestExec_badLabel(t *testing.T) {
+	e := newEnv(t)
+	code, _, stderr := e.run("exec", "--label", "", "--wait", "0", "bl", "--", "true")
+	assert.Equal(t, exitUsage, code, "stderr: %s", stderr)
+	assert.Contains(t, stderr, "invalid argument: empty label")
+	assert.Empty(t, e.keys())
 }

@@ -51,17 +51,27 @@ func flavour(fair bool) string {
 	return "plain"
 }
 
+// labelled appends label, the last, optional ARGV of the scripts that take one, to args
+// unless it is "" (unlabelled: the script reads ARGV[n] as nil).
+func labelled(args []string, label string) []string {
+	if label == "" {
+		return args
+	}
+	return append(args, label)
+}
+
 // AcquireArgs is acquire.lua's ARGV.
 type AcquireArgs struct {
 	Owner   string `argv:"owner id"`
 	LeaseMs string `argv:"lease in milliseconds"`
 	Request string `argv:"request id"`
 	Mode    Mode   `argv:"mode"`
+	Label   string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a AcquireArgs) Strings() []string {
-	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode)}
+	return labelled([]string{a.Owner, a.LeaseMs, a.Request, string(a.Mode)}, a.Label)
 }
 
 // FairAcquireArgs is fair_acquire.lua's ARGV.
@@ -74,11 +84,13 @@ type FairAcquireArgs struct {
 	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
 	Join       bool   `argv:"'wait' to join"`
 	ClaimMs    string `argv:"claim in milliseconds"`
+	Label      string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a FairAcquireArgs) Strings() []string {
-	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), flag(a.Fencing), a.FairWaitMs, join(a.Join), a.ClaimMs}
+	return labelled([]string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), flag(a.Fencing), a.FairWaitMs, join(a.Join),
+		a.ClaimMs}, a.Label)
 }
 
 // RWAcquireArgs is rw_acquire.lua's ARGV.
@@ -93,12 +105,13 @@ type RWAcquireArgs struct {
 	Join       bool   `argv:"'wait' to wait"`
 	Fair       bool   `argv:"'fair' for arrival order"`
 	ClaimMs    string `argv:"claim in milliseconds"`
+	Label      string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a RWAcquireArgs) Strings() []string {
-	return []string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), string(a.Access), flag(a.Fencing), a.FairWaitMs,
-		join(a.Join), flavour(a.Fair), a.ClaimMs}
+	return labelled([]string{a.Owner, a.LeaseMs, a.Request, string(a.Mode), string(a.Access), flag(a.Fencing), a.FairWaitMs,
+		join(a.Join), flavour(a.Fair), a.ClaimMs}, a.Label)
 }
 
 // SemAcquireArgs is sem_acquire.lua's ARGV.
@@ -112,11 +125,13 @@ type SemAcquireArgs struct {
 	FairWaitMs string `argv:"FairWaitTimeout in milliseconds"`
 	Join       bool   `argv:"'wait' to join"`
 	ClaimMs    string `argv:"claim in milliseconds"`
+	Label      string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a SemAcquireArgs) Strings() []string {
-	return []string{a.Hold, a.LeaseMs, a.Request, string(a.Mode), a.Permits, a.N, a.FairWaitMs, join(a.Join), a.ClaimMs}
+	return labelled([]string{a.Hold, a.LeaseMs, a.Request, string(a.Mode), a.Permits, a.N, a.FairWaitMs, join(a.Join),
+		a.ClaimMs}, a.Label)
 }
 
 // ReleaseArgs is release.lua's ARGV.
@@ -165,11 +180,12 @@ type FairLeaveArgs struct {
 	Request string `argv:"request id"`
 	ClaimMs string `argv:"its claim"`
 	Fencing bool   `argv:"its fencing flag"`
+	Label   string `argv:"its label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a FairLeaveArgs) Strings() []string {
-	return []string{a.Owner, a.Request, a.ClaimMs, flag(a.Fencing)}
+	return labelled([]string{a.Owner, a.Request, a.ClaimMs, flag(a.Fencing)}, a.Label)
 }
 
 // RWLeaveArgs is rw_leave.lua's ARGV.
@@ -180,11 +196,12 @@ type RWLeaveArgs struct {
 	Request string `argv:"request id"`
 	ClaimMs string `argv:"its claim"`
 	Fencing bool   `argv:"its fencing flag"`
+	Label   string `argv:"its label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a RWLeaveArgs) Strings() []string {
-	return []string{a.Owner, string(a.Access), flavour(a.Fair), a.Request, a.ClaimMs, flag(a.Fencing)}
+	return labelled([]string{a.Owner, string(a.Access), flavour(a.Fair), a.Request, a.ClaimMs, flag(a.Fencing)}, a.Label)
 }
 
 // SemLeaveArgs is sem_leave.lua's ARGV.
@@ -192,10 +209,11 @@ type SemLeaveArgs struct {
 	Hold    string `argv:"hold id"`
 	ClaimMs string `argv:"its claim"`
 	N       string `argv:"its permits"`
+	Label   string `argv:"its label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
-func (a SemLeaveArgs) Strings() []string { return []string{a.Hold, a.ClaimMs, a.N} }
+func (a SemLeaveArgs) Strings() []string { return labelled([]string{a.Hold, a.ClaimMs, a.N}, a.Label) }
 
 // ForceUnlockArgs is forceunlock.lua's ARGV: a plain Mutex's wakes one waiter with
 // UnlockMessage; a fair one's (Fair) wakes the queue's head, AddressedPrefix and its address.
@@ -292,11 +310,13 @@ type CampaignArgs struct {
 	Join       bool   `argv:"'wait' to join"`
 	ClaimMs    string `argv:"claim in milliseconds"`
 	Value      string `argv:"value"`
+	Label      string `argv:"label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
 func (a CampaignArgs) Strings() []string {
-	return []string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value}
+	return labelled([]string{a.Candidate, a.LeaseMs, string(a.Mode), a.FairWaitMs, join(a.Join), a.ClaimMs, a.Value},
+		a.Label)
 }
 
 // ResignArgs is el_resign.lua's ARGV.
@@ -327,10 +347,13 @@ type ElectionLeaveArgs struct {
 	Candidate string `argv:"candidate id"`
 	ClaimMs   string `argv:"its claim"`
 	Value     string `argv:"its value"`
+	Label     string `argv:"its label"` // "": unlabelled (not sent)
 }
 
 // Strings returns a as ARGV.
-func (a ElectionLeaveArgs) Strings() []string { return []string{a.Candidate, a.ClaimMs, a.Value} }
+func (a ElectionLeaveArgs) Strings() []string {
+	return labelled([]string{a.Candidate, a.ClaimMs, a.Value}, a.Label)
+}
 
 // NoArgs is the ARGV of el_leader.lua and el_forceunlock.lua: none.
 type NoArgs struct{}
@@ -360,13 +383,14 @@ type MultiAcquireArgs struct {
 	Mode       Mode     `argv:"mode"` // Take or Resolve
 	FairWaitMs string   `argv:"FairWaitTimeout in milliseconds"`
 	Join       bool     `argv:"'wait' to join"`
+	Label      string   `argv:"label"`    // "": unlabelled
 	Members    []string `argv:"member i"` // MemberSpec of each
 }
 
 // Strings returns a as ARGV.
 func (a MultiAcquireArgs) Strings() []string {
-	return append(append(make([]string, 0, 5+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
-		join(a.Join)), a.Members...)
+	return append(append(make([]string, 0, 6+len(a.Members)), a.Owner, a.Request, string(a.Mode), a.FairWaitMs,
+		join(a.Join), a.Label), a.Members...)
 }
 
 // MultiReleaseArgs is multi_release.lua's ARGV (KEYS as MultiAcquireArgs').
@@ -386,10 +410,11 @@ func (a MultiReleaseArgs) Strings() []string {
 type MultiLeaveArgs struct {
 	Owner   string   `argv:"owner id"`
 	Request string   `argv:"request id"`
-	Members []string `argv:"member i"` // MemberSpec of each
+	Label   string   `argv:"its label"` // "": unlabelled
+	Members []string `argv:"member i"`  // MemberSpec of each
 }
 
 // Strings returns a as ARGV.
 func (a MultiLeaveArgs) Strings() []string {
-	return append(append(make([]string, 0, 2+len(a.Members)), a.Owner, a.Request), a.Members...)
+	return append(append(make([]string, 0, 3+len(a.Members)), a.Owner, a.Request, a.Label), a.Members...)
 }

@@ -309,17 +309,17 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 		assert.ErrorContains(t, res.Error(), "WRONGTYPE", name)
 	}
 	k := e.k
-	wrongType("acquire", e.exec(Acquire, k.Acquire(true), AcquireArgs{"o", "10000", "o", Take}.Strings()))
-	wrongType("fair acquire", e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"o", "10000", "o", Take, true, "5000", true, "3000"}.Strings()))
+	wrongType("acquire", e.exec(Acquire, k.Acquire(true), AcquireArgs{"o", "10000", "o", Take, ""}.Strings()))
+	wrongType("fair acquire", e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"o", "10000", "o", Take, true, "5000", true, "3000", ""}.Strings()))
 	wrongType("release", e.exec(Release, k.Release(), ReleaseArgs{"el1", "rq0000000001", "0"}.Strings()))
 	wrongType("fair release", e.exec(FairRelease, k.FairRelease(), FairReleaseArgs{"el1", "rq0000000001"}.Strings()))
-	wrongType("fair leave", e.exec(FairLeave, k.FairLeave(), FairLeaveArgs{"el1", "el1", "3000", true}.Strings()))
+	wrongType("fair leave", e.exec(FairLeave, k.FairLeave(), FairLeaveArgs{"el1", "el1", "3000", true, ""}.Strings()))
 	wrongType("force unlock", e.exec(ForceUnlock, k.ForceUnlock(true), ForceUnlockArgs{Message: "@", Fair: true}.Strings()))
 	wrongType("inspect", e.exec(Inspect, k.Inspect(), InspectArgs{"el1"}.Strings()))
-	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000"}.Strings()))
-	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000"}.Strings()))
+	wrongType("rw acquire", e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"o", "10000", "o", Take, Write, false, "5000", true, true, "3000", ""}.Strings()))
+	wrongType("sem acquire", e.exec(SemAcquire, k.Sem(), SemAcquireArgs{"o", "10000", "o", Take, "2", "1", "5000", true, "3000", ""}.Strings()))
 	wrongType("state as a mutex", e.exec(ReadState, k.State(), StateArgs{"fair_mutex"}.Strings()))
-	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true,
+	wrongType("multi acquire", e.exec(MultiAcquire, k.Member(), MultiAcquireArgs{"o", "o", Take, "5000", true, "",
 		[]string{MemberSpec("10000", true, false)}}.Strings()))
 	assert.Equal(t, before, e.record(), "the election unchanged")
 	ld := e.leader()
@@ -333,21 +333,21 @@ func TestElectionScripts_invalidChangesNothing(t *testing.T) {
 		take func() rueidis.RedisResult
 	}{
 		{"mutex", func() rueidis.RedisResult {
-			return e.exec(Acquire, k.Acquire(false), AcquireArgs{"m", "10000", "m", Take}.Strings())
+			return e.exec(Acquire, k.Acquire(false), AcquireArgs{"m", "10000", "m", Take, ""}.Strings())
 		}},
 		{"fair mutex", func() rueidis.RedisResult {
-			return e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"m", "10000", "m", Take, false, "5000", true, "3000"}.Strings())
+			return e.exec(FairAcquire, k.FairAcquire(), FairAcquireArgs{"m", "10000", "m", Take, false, "5000", true, "3000", ""}.Strings())
 		}},
 		{"rw mutex", func() rueidis.RedisResult {
-			return e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"m", "10000", "m", Take, Write, false, "5000", true, false, "3000"}.Strings())
+			return e.exec(RWAcquire, k.RWAcquire(), RWAcquireArgs{"m", "10000", "m", Take, Write, false, "5000", true, false, "3000", ""}.Strings())
 		}},
 	} {
 		require.NoError(t, other.take().Error(), other.name)
 		hash := e.record()
-		wrongType(other.name+": campaign", e.exec(Campaign, k.Election(), CampaignArgs{"c", elLeaseMs, Take, "5000", true, elClaimMs, "v"}.Strings()))
+		wrongType(other.name+": campaign", e.exec(Campaign, k.Election(), CampaignArgs{"c", elLeaseMs, Take, "5000", true, elClaimMs, "v", ""}.Strings()))
 		wrongType(other.name+": resign", e.exec(Resign, k.Election(), ResignArgs{"m", 1}.Strings()))
 		wrongType(other.name+": proclaim", e.exec(Proclaim, k.Election(), ProclaimArgs{"m", 1, "v"}.Strings()))
-		wrongType(other.name+": leave", e.exec(ElectionLeave, k.Election(), ElectionLeaveArgs{"m", elClaimMs, "v"}.Strings()))
+		wrongType(other.name+": leave", e.exec(ElectionLeave, k.Election(), ElectionLeaveArgs{"m", elClaimMs, "v", ""}.Strings()))
 		wrongType(other.name+": leader", e.exec(ReadLeader, k.Leadership(), nil))
 		wrongType(other.name+": force", e.exec(ElectionForceUnlock, k.Election(), nil))
 		wrongType(other.name+": state", e.exec(ReadState, k.State(), StateArgs{"election"}.Strings()))

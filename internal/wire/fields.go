@@ -33,6 +33,12 @@ const (
 	// a hold id) while it is the only one: its lease is then the hash's expiry, and the leases
 	// zset has no entry. A second hold (or a waiter) moves it into the zset first.
 	FieldLone = "\x01o"
+	// FieldLabel + a hold's field is that hold's label (WithLabel), written only for a
+	// labelled hold and gone with the hold.
+	FieldLabel = "\x01l"
+	// FieldSince + a hold's field is the server time (ms) the labelled hold began: re-entries
+	// keep it; gone with the hold.
+	FieldSince = "\x01s"
 )
 
 // MaxExact is 2^53, the largest integer the scripts keep exact: Lua's numbers are doubles. A

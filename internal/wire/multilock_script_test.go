@@ -560,8 +560,8 @@ func TestMultiScripts_invalidChangesNothing(t *testing.T) {
 	// d is an RWMutex: the set raises WRONGTYPE, a, b and c stay free and unqueued.
 	rw := g.keys[3]
 	require.NoError(t, l.exec(RWAcquire, rw.RWAcquire(), RWAcquireArgs{"R", "10000", "R", Take, Write, false, "5000",
-		true, false, "3000"}.Strings()).Error())
-	err := l.exec(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings()).Error()
+		true, false, "3000", ""}.Strings()).Error())
+	err := l.exec(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, "", g.specs}.Strings()).Error()
 	assert.ErrorContains(t, err, "WRONGTYPE")
 	for i := 0; i < 3; i++ {
 		assert.Zero(t, l.int("EXISTS", g.keys[i].Lock, g.keys[i].Queue, g.keys[i].Deadlines), "member %d untouched", i)
@@ -570,7 +570,7 @@ func TestMultiScripts_invalidChangesNothing(t *testing.T) {
 
 	// c's counter is bad: raises before anything is written.
 	require.NoError(t, l.do("SET", g.keys[2].Fence, "x").Error())
-	err = l.exec(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000002", Take, multiWaitMs, true, g.specs}.Strings()).Error()
+	err = l.exec(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000002", Take, multiWaitMs, true, "", g.specs}.Strings()).Error()
 	assert.ErrorContains(t, err, "fencing counter")
 	for i := 0; i < 4; i++ {
 		assert.Zero(t, l.int("EXISTS", g.keys[i].Lock, g.keys[i].Queue), "member %d untouched", i)

@@ -183,6 +183,8 @@ type StateHolder struct {
 	Count int64
 	Mode  string        // "write", "read" or ""
 	Lease time.Duration // left; -1 for a mutex hash without expiry
+	Label string        // "" for none
+	Since time.Duration // how long the labelled hold has been held; 0: unlabelled
 }
 
 // StateWaiter is one waiter in a StateReply.
@@ -191,6 +193,7 @@ type StateWaiter struct {
 	Mode     string
 	Permits  int64
 	Deadline time.Duration // until its place lapses
+	Label    string        // "" for none
 }
 
 // ErrBadCounter is a fencing counter that is not an integer from -2^53 to 2^53 (see MaxExact;
@@ -198,7 +201,8 @@ type StateWaiter struct {
 var ErrBadCounter = errors.New("fencing counter is not an integer from -2^53 to 2^53")
 
 // ParseState reads state.lua's reply: {kind, fencing counter, permits, holders as {owner,
-// count, mode, lease ms}..., waiters as {owner, mode, permits, deadline ms}...}.
+// count, mode, lease ms, label, since ms}..., waiters as {owner, mode, permits, deadline ms,
+// label}...}.
 func ParseState(reply []rueidis.RedisMessage) (StateReply, error) {
 	if len(reply) != 5 {
 		return StateReply{}, ErrBadReply
@@ -219,36 +223,40 @@ func ParseState(reply []rueidis.RedisMessage) (StateReply, error) {
 	if st.Permits, err = reply[2].AsInt64(); err != nil {
 		return StateReply{}, ErrBadReply
 	}
-	if holders, err = reply[3].ToArray(); err != nil || len(holders)%4 != 0 {
+	if holders, err = reply[3].ToArray(); err != nil || len(holders)%6 != 0 {
 		return StateReply{}, ErrBadReply
 	}
-	if waiters, err = reply[4].ToArray(); err != nil || len(waiters)%4 != 0 {
+	if waiters, err = reply[4].ToArray(); err != nil || len(waiters)%5 != 0 {
 		return StateReply{}, ErrBadReply
 	}
-	for i := 0; i < len(holders); i += 4 {
+	for i := 0; i < len(holders); i += 6 {
 		owner, err1 := holders[i].ToString()
 		count, err2 := holders[i+1].AsInt64()
 		mode, err3 := holders[i+2].ToString()
 		ms, err4 := holders[i+3].AsInt64()
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		label, err5 := holders[i+4].ToString()
+		since, err6 := holders[i+5].AsInt64()
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || err6 != nil {
 			return StateReply{}, ErrBadReply
 		}
 		lease := time.Duration(ms) * time.Millisecond
 		if ms < 0 {
 			lease = -1
 		}
-		st.Holders = append(st.Holders, StateHolder{Owner: owner, Count: count, Mode: mode, Lease: lease})
+		st.Holders = append(st.Holders, StateHolder{Owner: owner, Count: count, Mode: mode, Lease: lease, Label: label,
+			Since: time.Duration(since) * time.Millisecond})
 	}
-	for i := 0; i < len(waiters); i += 4 {
+	for i := 0; i < len(waiters); i += 5 {
 		owner, err1 := waiters[i].ToString()
 		mode, err2 := waiters[i+1].ToString()
 		permits, err3 := waiters[i+2].AsInt64()
 		ms, err4 := waiters[i+3].AsInt64()
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		label, err5 := waiters[i+4].ToString()
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
 			return StateReply{}, ErrBadReply
 		}
 		st.Waiters = append(st.Waiters, StateWaiter{Owner: owner, Mode: mode, Permits: permits,
-			Deadline: time.Duration(ms) * time.Millisecond})
+			Deadline: time.Duration(ms) * time.Millisecond, Label: label})
 	}
 	return st, nil
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 
 	t.Run("multilock contended", func(t *testing.T) {
 		g := newGroup(l, member{"{ct}a", true, false, "10000"}, member{"{ct}b", true, false, "10000"})
-		acquire := MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings()
+		acquire := MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, "", g.specs}.Strings()
 		require.Equal(t, int64(1), g.single(0, "X", "rq0000000000x1")[0])
 		require.False(t, g.acquire("S", "rq000000000001", Take, true).Acquired)
 		time.Sleep(5 * time.Millisecond) // so that a refresh extends expiries
@@ -83,7 +84,7 @@ func TestScripts_callsOfElectionAndMultiLock(t *testing.T) {
 					ms = append(ms, member{fmt.Sprintf("{cost}%d", i), c.fair, c.fencing, "10000"})
 				}
 				g := newGroup(l, ms...)
-				take := l.calls(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, g.specs}.Strings())
+				take := l.calls(MultiAcquire, g.allKeys(), MultiAcquireArgs{"S", "rq000000000001", Take, multiWaitMs, true, "", g.specs}.Strings())
 				assert.LessOrEqual(t, take, c.take*int64(n), "a group acquire of free members")
 				rel := l.calls(MultiRelease, g.allKeys(), MultiReleaseArgs{"S", "rl000000000001", UnlockMessage, g.specs}.Strings())
 				assert.LessOrEqual(t, rel, c.release*int64(n), "a group release of the last holds, nobody waiting")
@@ -140,6 +141,14 @@ func TestScripts_callsUncontended(t *testing.T) {
 			k := l.keys("u" + c.name)
 			assert.LessOrEqual(t, l.calls(c.acq, c.acqK(k), c.acqA), int64(3), "the acquire of a free lock")
 			assert.LessOrEqual(t, l.calls(c.rel, c.relK(k), c.relA), int64(3), "the release of the last hold")
+			assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases), "released: no key left")
+			// Labelled (WithLabel: the optional last ARGV), the acquire writes the label and its
+			// time (HSETNX TIME HSET, the slow path); the release's calls are the same, and
+			// the label goes with the hold.
+			acq, rel := l.calls(c.acq, c.acqK(k), append(slices.Clip(c.acqA), "host-a pid 12")), l.calls(c.rel, c.relK(k), c.relA)
+			t.Logf("labelled: acquire %d calls, release %d", acq, rel)
+			assert.LessOrEqual(t, acq, int64(3+3), "the labelled acquire of a free lock")
+			assert.LessOrEqual(t, rel, int64(3), "the release of the last labelled hold")
 			assert.Zero(t, l.int("EXISTS", k.Lock, k.Leases), "released: no key left")
 		})
 	}

@@ -9,6 +9,7 @@
 -- ARGV[4] mode: 'take' takes a free lock or re-enters; 'reenter' re-enters only and leaves a
 --         free lock to the waiters (reply {0, -2}); 'resolve' changes nothing and reports
 --         whether the request already ran (acquired) or not ({0, -2}).
+-- ARGV[5] label of the hold (optional; '' or none: unlabelled), see labelHold in lib.lua
 -- Returns {1, hold count, token} when acquired or re-entered (token 0 without fencing; a
 -- re-entry keeps the hold's token), or {0, pttl} when another owner holds it (pttl -1: the
 -- hash has no expiry). Everything is read before anything is written: a key of the wrong type
@@ -18,7 +19,7 @@
 -- A free lock taken without fencing, before any helper is made (see scripts.go), as takeHold
 -- does it (record field: lib.lua's marker); FAST_PTTL keeps PTTL's answer for plainRead.
 local FAST_PTTL
-if GRACE == 0 and ARGV[4] == 'take' and not KEYS[2] then
+if GRACE == 0 and ARGV[4] == 'take' and not KEYS[2] and (ARGV[5] or '') == '' then
   FAST_PTTL = redis.call('pttl', KEYS[1])
   if FAST_PTTL == -2 then
     if ARGV[1] == ARGV[3] then
@@ -40,6 +41,7 @@ if what == 'free' then
   end
   local t = fence(KEYS[2], true)
   takeHold(KEYS[1], owner, req, ARGV[2], t, '')
+  labelHold(KEYS[1], owner, ARGV[5])
   return {1, 1, t}
 elseif what == 'ran' then
   local t = fence(KEYS[2], false)
@@ -49,7 +51,9 @@ elseif what == 'ran' then
   return {1, n, t}
 elseif what == 'held' then
   local t = fence(KEYS[2], false)
-  return {1, reenterHold(KEYS[1], owner, req, ARGV[2]), t}
+  local count = reenterHold(KEYS[1], owner, req, ARGV[2])
+  labelHold(KEYS[1], owner, ARGV[5])
+  return {1, count, t}
 elseif what == 'none' then
   return {0, -2}
 end

@@ -19,6 +19,8 @@
 --         gives it (the leader extends it once it has it), '0' to be woken instead
 -- ARGV[7] value: what observers see while the candidate leads (the caller bounds its size); the
 --         candidate's queue entry keeps it, so a release that hands over can write it
+-- ARGV[8] label of the term and of the wait (optional; '' or none: unlabelled): see labelHold in
+--         lib.lua, and queueEntry in queue.lua (a term handed over gets its entry's label)
 -- Returns {1, 1, term} when the candidate took the lead (in 'take' mode again after a lost
 -- reply: its lease extended, never shortened), {1, 1, term, pttl} when a release handed it
 -- over (the lease is left as the grant made it; pttl >= 1), or {0, pttl, head, joined} when
@@ -28,11 +30,13 @@
 -- is read before anything is written.
 local cand, mode = ARGV[1], ARGV[3]
 local a = {H = KEYS[1], Q = KEYS[3], D = KEYS[4], F = KEYS[5], owner = cand, req = cand,
-  entry = queueEntry(cand, cand, ARGV[6], ARGV[7]), extra = ARGV[7], lease = ARGV[2]}
+  entry = queueEntry(cand, cand, ARGV[6], ARGV[7], ARGV[8]), extra = ARGV[7], lease = ARGV[2]}
 
 local what, x, head, cur = fairRead(a.H, a.Q, a.F, cand, cand, a.extra, mode) -- see mutex.lua
 if what == 'free' then
-  return {1, 1, takeFair(a, false, nil, x)}
+  local term = takeFair(a, false, nil, x)
+  labelHold(a.H, cand, ARGV[8])
+  return {1, 1, term}
 elseif what == 'bad' then
   return x
 elseif what == 'none' then
@@ -53,4 +57,8 @@ elseif what ~= 'wait' then
   end
   return {1, 1, term}
 end
-return queueFair(a, tonumber(ARGV[4]), ARGV[5] == 'wait', x, head, cur)
+local r = queueFair(a, tonumber(ARGV[4]), ARGV[5] == 'wait', x, head, cur)
+if r[1] == 1 then
+  labelHold(a.H, cand, ARGV[8])
+end
+return r

@@ -7,7 +7,8 @@
 -- KEYS[1] lock hash, KEYS[2] channel, KEYS[3] queue, KEYS[4] deadlines,
 -- KEYS[5] fencing counter (the last term), KEYS[6] leader channel (see el_campaign.lua)
 -- ARGV[1] candidate id
--- ARGV[2] its claim, ARGV[3] its value (as el_campaign.lua took them: they make its entry)
+-- ARGV[2] its claim, ARGV[3] its value, ARGV[4] its label (optional) (as el_campaign.lua took
+--         them: they make its entry)
 -- Returns 1 when the candidate was queued or led, 0 when not. Idempotent. A hash of another
 -- kind, a key of the wrong type or a bad fencing counter raises, or returns an error, with
 -- nothing changed: everything is read before anything is written.
@@ -25,7 +26,7 @@ if handing then
     return bad
   end
 end
-local removed = leaveQueue(Q, D, queueEntry(cand, cand, ARGV[2], ARGV[3]))
+local removed = leaveQueue(Q, D, queueEntry(cand, cand, ARGV[2], ARGV[3], ARGV[4]))
 if handing then
   local _, granted = handOver(H, Q, D, C, F, now())
   if held[1] then

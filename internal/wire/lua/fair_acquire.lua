@@ -14,7 +14,9 @@
 -- ARGV[7] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
 -- ARGV[8] claim in milliseconds: the lease a release that grants the lock to this waiter gives
 --         it (direct handoff; the holder extends it once it has it), '0' to be woken instead
--- The caller's queue entry is owner, request id, claim and ARGV[5] (see queue.lua), so a
+-- ARGV[9] label of the hold and of the wait (optional; '' or none: unlabelled): see labelHold in
+--         lib.lua, and queueEntry in queue.lua (a granted hold gets its entry's label)
+-- The caller's queue entry is owner, request id, claim, ARGV[5] and ARGV[9] (see queue.lua), so a
 -- release can grant it the lock: it then holds the lock with request id ARGV[3] recorded in
 -- the hash field "\1g" until it gives the grant back, and its next attempt finds it there.
 -- Time is the server's (TIME), never a client clock. Waiters whose deadline passed are purged
@@ -38,7 +40,7 @@
 -- helper is made (see scripts.go), as takeFair does it; FAST_EXISTS keeps EXISTS's answer
 -- for fairRead.
 local FAST_EXISTS
-if GRACE == 0 and ARGV[5] ~= '1' and ARGV[4] ~= 'resolve' then
+if GRACE == 0 and ARGV[5] ~= '1' and ARGV[4] ~= 'resolve' and (ARGV[9] or '') == '' then
   FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2])
   if FAST_EXISTS == 0 then
     if ARGV[1] == ARGV[3] then
@@ -54,11 +56,13 @@ end
 local owner, req, mode = ARGV[1], ARGV[3], ARGV[4]
 local counter = ARGV[5] == '1' and KEYS[4]
 local a = {H = KEYS[1], Q = KEYS[2], D = KEYS[3], F = KEYS[4], owner = owner, req = req,
-  entry = queueEntry(owner, req, ARGV[8], ARGV[5]), extra = ARGV[5], lease = ARGV[2]}
+  entry = queueEntry(owner, req, ARGV[8], ARGV[5], ARGV[9]), extra = ARGV[5], lease = ARGV[2]}
 
 local what, x, head, cur = fairRead(a.H, a.Q, a.F, owner, req, a.extra, mode, FAST_EXISTS) -- see mutex.lua
 if what == 'free' then
-  return {1, 1, takeFair(a, false, nil, x)}
+  local tok = takeFair(a, false, nil, x)
+  labelHold(a.H, owner, ARGV[9])
+  return {1, 1, tok}
 elseif what == 'bad' then
   return x
 elseif what == 'none' then
@@ -79,9 +83,14 @@ elseif what == 'ran' then
 elseif what == 'held' then
   local t = fence(counter, false)
   local count = reenterHold(a.H, owner, req, ARGV[2])
+  labelHold(a.H, owner, ARGV[9])
   if redis.call('zscore', a.D, a.entry) then
     leaveQueue(a.Q, a.D, a.entry) -- queued before the owner took it elsewhere
   end
   return {1, count, t}
 end
-return queueFair(a, tonumber(ARGV[6]), ARGV[7] == 'wait', x, head, cur)
+local r = queueFair(a, tonumber(ARGV[6]), ARGV[7] == 'wait', x, head, cur)
+if r[1] == 1 then
+  labelHold(a.H, owner, ARGV[9])
+end
+return r

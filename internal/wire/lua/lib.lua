@@ -10,6 +10,7 @@
 local FIELD_KIND, FIELD_GRANT, FIELD_WRITER, FIELD_PERMITS, FIELD_USED = '\1k', '\1g', '\1w', '\1p', '\1u'
 local FIELD_VALUE, FIELD_TERM = '\1v', '\1t' -- an election's leader record
 local FIELD_LONE = '\1o' -- RWMutex, Semaphore: the lone hold whose lease is the hash's expiry
+local FIELD_LABEL, FIELD_SINCE = '\1l', '\1s' -- + a hold's field: its label, when it began
 
 -- PUBLISH publishes wake-ups on a lock's channel. On a Redis Cluster the scripts run with
 -- 'spublish' instead (sharded pub/sub: the message stays on the shard that owns the lock).
@@ -35,6 +36,21 @@ end
 local function now()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- labelHold labels the hold in field f of hash H (WithLabel), unless it is labelled already:
+-- FIELD_LABEL .. f is label, FIELD_SINCE .. f the server time (ms) the labelled hold began;
+-- re-entries keep both. An unlabelled hold (label '' or nil) writes nothing. The fields go with
+-- the hold (see labels).
+local function labelHold(H, f, label)
+  if label and label ~= '' and redis.call('hsetnx', H, FIELD_LABEL .. f, label) == 1 then
+    redis.call('hset', H, FIELD_SINCE .. f, now())
+  end
+end
+
+-- labels returns the label fields of the hold in field f, for the HDEL that ends the hold.
+local function labels(f)
+  return FIELD_LABEL .. f, FIELD_SINCE .. f
 end
 
 -- marker is the hash field recording the last request of req's client (its first 12 bytes)

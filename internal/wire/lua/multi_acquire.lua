@@ -28,7 +28,9 @@
 --         this
 -- ARGV[5] 'wait' to join (or refresh the set's place in) the queue of the first member that
 --         blocks, if it is fair; 'try' never to join
--- ARGV[i+5] member i: "<lease ms>:<flags>", flags 'f' for a fair member and 't' for fencing
+-- ARGV[6] label of the holds and of the wait ('' for none): see labelHold in lib.lua (each
+--         member's hold is labelled), and queueEntry in queue.lua
+-- ARGV[i+6] member i: "<lease ms>:<flags>", flags 'f' for a fair member and 't' for fencing
 --         tokens (see member in mutex.lua)
 -- Returns {1, count 1, token 1, ..., count n, token n} when every member was taken or
 -- re-entered (a new hold's lease is its member's; a re-entry's lease is extended, never
@@ -41,13 +43,13 @@
 -- or a bad fencing counter raises, or returns an error, with no hold changed (dead waiters
 -- purged from a queue meanwhile stay purged).
 local owner, req, mode = ARGV[1], ARGV[2], ARGV[3]
-local wait, join = tonumber(ARGV[4]), ARGV[5] == 'wait'
-local entry = queueEntry(owner, req, 0, '')
+local wait, join, label = tonumber(ARGV[4]), ARGV[5] == 'wait', ARGV[6]
+local entry = queueEntry(owner, req, 0, '', label)
 local ms, ran = {}, false
 
 -- Every member's hold, replay record and lock, read (see plainRead and fairRead in mutex.lua).
-for i = 1, #ARGV - 5 do
-  local m = member(i, ARGV[i + 5], owner, req, entry)
+for i = 1, #ARGV - 6 do
+  local m = member(i, ARGV[i + 6], owner, req, entry)
   ms[i] = m
   if m.fair then
     m.what, m.x, m.head = fairRead(m.H, m.Q, m.F, owner, req, m.extra, mode)
@@ -154,8 +156,10 @@ end
 for i, m in ipairs(ms) do
   if m.what == 'free' then
     out[2 * i], out[2 * i + 1] = 1, takeFair(m, m.pop, t)
+    labelHold(m.H, owner, label)
   else -- 'held'
     out[2 * i] = reenterHold(m.H, owner, req, m.lease)
+    labelHold(m.H, owner, label)
     if m.fair and redis.call('zscore', m.D, entry) then
       leaveQueue(m.Q, m.D, entry) -- queued before the owner took it elsewhere
     end

@@ -9,15 +9,16 @@
 -- KEYS[5i]   fencing counter of member i (a fair member's next holder's token)
 -- ARGV[1] owner id
 -- ARGV[2] request id of the waiting call (it makes the set's queue entries)
--- ARGV[i+2] member i, as multi_acquire.lua takes it (only its 'f' counts here)
+-- ARGV[3] its label ('' for none; it makes the set's queue entries too)
+-- ARGV[i+3] member i, as multi_acquire.lua takes it (only its 'f' counts here)
 -- Returns how many queues the set was in. Idempotent. Everything is read before anything is
 -- written: a lock of another kind, a key of the wrong type, or a bad fencing counter of a free
 -- member, raises or returns an error with nothing changed.
 local owner, req = ARGV[1], ARGV[2]
-local entry = queueEntry(owner, req, 0, '')
+local entry = queueEntry(owner, req, 0, '', ARGV[3])
 local ms = {}
-for i = 1, #ARGV - 2 do
-  local m = member(i, ARGV[i + 2], owner, req, entry)
+for i = 1, #ARGV - 3 do
+  local m = member(i, ARGV[i + 3], owner, req, entry)
   ms[i] = m
   if m.fair then
     mustBeKind(m.H, KIND, redis.call('hget', m.H, FIELD_KIND))

@@ -243,7 +243,7 @@ end
 -- handOver frees fair lock H for the queue Q (deadlines D) at server time t: it drops the dead
 -- heads (see liveHead) and gives the lock to the live head, with a token from counter F if its
 -- entry needs one (newToken), a lease of its claim and the fields its kind writes, tells it so
--- on channel C and tells observers (announce); a head that asked for no claim, or for a token
+-- on channel C and tells observers (announce), labelled as its entry is (labelHold); a head that asked for no claim, or for a token
 -- from a counter at 2^53 (whose own attempt then fails), is only woken. A bad fencing counter
 -- returns an error reply before H is touched. Returns the clients the message on C reached (or
 -- that error), and whether it granted the lock.
@@ -253,7 +253,7 @@ local function handOver(H, Q, D, C, F, t)
     redis.call('del', H)
     return 0, false
   end
-  local owner, req, claim, extra = splitEntry(head)
+  local owner, req, claim, extra, label = splitEntry(head)
   if not req or claim == 0 then
     redis.call('del', H)
     return redis.call(PUBLISH, C, '@' .. owner), false
@@ -269,6 +269,7 @@ local function handOver(H, Q, D, C, F, t)
   local tok = newToken(F, extra, t, cur)
   redis.call('hset', H, owner, 1, FIELD_GRANT, req, holdFields(extra, tok))
   redis.call('pexpire', H, claim)
+  labelHold(H, owner, label)
   redis.call('lpop', Q)
   redis.call('zrem', D, head)
   local n = redis.call(PUBLISH, C, grantMessage(owner, req, tok, claim))

@@ -76,22 +76,27 @@ end
 -- goes, the request a grant is recorded for, the lease a grant gives it (0: wake it, grant
 -- nothing), and what its kind needs to know (a fair Mutex or RWMutex: '1' for a fencing token; a
 -- Semaphore: its permits; an election's candidate: its value; a MultiLock's set: nothing, as it
--- is never granted). An entry without NULs is an address alone (wake it only).
-local function queueEntry(addr, req, claim, extra)
+-- is never granted). A labelled waiter's claim is followed by "\1<label>" (a label has no
+-- control character); an unlabelled one's entry is as before. An entry without NULs is an
+-- address alone (wake it only).
+local function queueEntry(addr, req, claim, extra, label)
+  if label and label ~= '' then
+    claim = claim .. '\1' .. label
+  end
   return addr .. '\0' .. req .. '\0' .. claim .. '\0' .. extra
 end
 
 -- splitEntry returns an entry's address, request id (nil for an address alone), claim (a
--- number) and extra.
+-- number), extra and label ('' for none).
 local function splitEntry(e)
-  local addr, req, claim, extra = string.match(e, '^(.-)%z(.-)%z(%d+)%z(.*)$')
+  local addr, req, claim, label, extra = string.match(e, '^(.-)%z(.-)%z(%d+)([^%z]*)%z(.*)$')
   if not addr then
-    return e, nil, 0, ''
+    return e, nil, 0, '', ''
   end
   if graceLeft() > 0 then
     claim = 0 -- a restarted server grants nothing: the waiter is woken to try itself
   end
-  return addr, req, tonumber(claim), extra
+  return addr, req, tonumber(claim), extra, string.sub(label, 2)
 end
 
 -- grantMessage is the wake-up that tells the waiter at addr that request req was granted the

@@ -11,7 +11,7 @@ local function dropLapsedRW(H, L, t, dead)
     redis.call('zremrangebyscore', L, '-inf', t)
   end
   for _, m in ipairs(dead) do
-    redis.call('hdel', H, m, FIELD_GRANT .. m)
+    redis.call('hdel', H, m, FIELD_GRANT .. m, labels(m))
     if string.sub(m, 1, 2) == 'w:' then
       redis.call('hdel', H, FIELD_WRITER)
     end
@@ -24,7 +24,8 @@ end
 -- first queued writer when no writer holds. Each is granted its hold, with a lease of its
 -- claim (never shortening one it has) and "\1g<r|w>:<owner>" naming the granted request, and
 -- told so on channel C (direct handoff, see queue.lua); a writer takes a fencing token from
--- counter F if its entry asks for one (the caller checked F), a reader the counter as it is.
+-- counter F if its entry asks for one (the caller checked F), a reader the counter as it is;
+-- a labelled entry's hold is labelled (labelHold).
 -- An entry that asked for no claim, or whose owner already holds that way (two calls of one
 -- owner: one grant record per owner and access), or a writer that asked for a token when the
 -- counter reached 2^53, is woken to take the lock itself. Returns the
@@ -50,8 +51,9 @@ local function grantRW(H, L, Q, D, C, F, t, known)
   if writer then
     return 0
   end
-  local function give(e, field, req, claim, tok, w)
+  local function give(e, field, req, claim, label, tok, w)
     redis.call('hincrby', H, field, 1)
+    labelHold(H, field, label)
     if w then
       redis.call('hset', H, FIELD_GRANT .. field, req, FIELD_KIND, 'rw', FIELD_WRITER, w)
     else
@@ -69,12 +71,12 @@ local function grantRW(H, L, Q, D, C, F, t, known)
     if held then
       return 0
     end
-    local field, req, claim, fenced = splitEntry(head)
+    local field, req, claim, fenced, label = splitEntry(head)
     if not req or claim == 0 or (fenced == '1' and redis.call('get', F) == MAX_TOKEN) then
       -- (at 2^53 no exact token is left: woken, its own attempt fails)
       return redis.call(PUBLISH, C, '@' .. field)
     end
-    local woken = give(head, field, req, claim, fence(fenced == '1' and F, true), string.sub(field, 3))
+    local woken = give(head, field, req, claim, label, fence(fenced == '1' and F, true), string.sub(field, 3))
     expireWith(H, L, t, 0)
     return woken
   end
@@ -83,13 +85,13 @@ local function grantRW(H, L, Q, D, C, F, t, known)
     if string.sub(e, 1, 2) == 'w:' then
       break
     end
-    local field, req, claim, fenced = splitEntry(e)
+    local field, req, claim, fenced, label = splitEntry(e)
     if not req or claim == 0 or redis.call('hexists', H, field) == 1 then
       -- Its owner holds already (granted earlier in this batch to another call of the same
       -- owner, which the "\1g" record names): woken, it re-enters, and its entry leaves then.
       woken = woken + redis.call(PUBLISH, C, '@' .. field)
     else
-      woken = woken + give(e, field, req, claim, fence(fenced == '1' and F, false))
+      woken = woken + give(e, field, req, claim, label, fence(fenced == '1' and F, false))
     end
   end
   expireWith(H, L, t, 0)

@@ -22,6 +22,9 @@
 --         (direct handoff), '0' to be woken instead. Its queue entry is "<r|w>:<owner>", request
 --         id, claim and ARGV[6] (see queue.lua); a granted hold is recorded as
 --         "\1g<r|w>:<owner>" = request id, and this request's next attempt finds it there.
+-- ARGV[11] label of the hold and of the wait (optional; '' or none: unlabelled): see labelHold
+--         in lib.lua, and queueEntry in queue.lua (fair: a granted hold gets its entry's label;
+--         plain: a waiting writer's label is not kept)
 -- Returns {1, hold count, token} when acquired or re-entered (a read hold's token is the
 -- counter as it is: the last writer's token), {1, hold count, token, pttl} when a release
 -- granted it to this request (pttl: what is left of the hold's lease, not extended), {0, pttl, next} when not: pttl bounds the wait
@@ -36,7 +39,7 @@
 -- without fencing is a lone hold (see leases.lua), written before any helper is made (see
 -- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
 local FAST_EXISTS
-if GRACE == 0 and ARGV[6] ~= '1' then
+if GRACE == 0 and ARGV[6] ~= '1' and (ARGV[11] or '') == '' then
   FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
   if FAST_EXISTS == 0 then
     if ARGV[4] ~= 'take' then
@@ -60,6 +63,7 @@ local owner, lease, req, mode, acc = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4
 local counter = ARGV[6] == '1' and KEYS[6]
 local wait, join, fair = tonumber(ARGV[7]), ARGV[8] == 'wait', ARGV[9] == 'fair'
 local field = acc .. ':' .. owner
+local label = ARGV[11]
 
 -- Fast path: none of the lock's keys exists (one EXISTS for all): free, and nobody waits (and
 -- no restart grace holds new grants back: see graceLeft).
@@ -79,11 +83,12 @@ if (FAST_EXISTS or redis.call('exists', H, L, W, Q, D)) == 0 and graceLeft() == 
   else
     redis.call('hset', H, field, 1, FIELD_KIND, 'rw', FIELD_LONE, field, rec or field, rec and req .. ':1' or 1)
   end
+  labelHold(H, field, label)
   redis.call('pexpire', H, lease)
   return {1, 1, fence(counter, acc == 'w')}
 end
 
-local entry = queueEntry(field, req, ARGV[10], ARGV[6])
+local entry = queueEntry(field, req, ARGV[10], ARGV[6], label)
 -- One HMGET reads every field of the hash this call needs: kind, this request's grant, the
 -- hold count of this kind, the replay record, the owner's holds of both kinds, the writer, the
 -- lone hold.
@@ -168,6 +173,7 @@ if f[6] or (acc == 'r' and f[5]) then
   -- Re-entry, or the writer taking a read hold: never waits.
   local count = redis.call('hincrby', H, field, 1)
   record(H, owner, req, count)
+  labelHold(H, field, label)
   if fair and redis.call('zscore', D, entry) then
     leaveQueue(Q, D, entry) -- queued before the owner took it elsewhere
   end
@@ -222,10 +228,12 @@ local function take(new)
     -- nobody holds: a lone hold, its lease the hash's expiry (see leases.lua)
     set[#set + 1], set[#set + 2] = FIELD_LONE, field
     redis.call(unpack(set))
+    labelHold(H, field, label)
     redis.call('pexpire', H, lease)
     return {1, 1, fence(counter, new)}
   end
   redis.call(unpack(set))
+  labelHold(H, field, label)
   return hold(1, new)
 end
 

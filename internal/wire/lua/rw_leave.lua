@@ -7,8 +7,8 @@
 -- ARGV[1] owner id
 -- ARGV[2] 'r' or 'w'
 -- ARGV[3] 'fair' or 'plain'
--- ARGV[4] request id of the waiting call, ARGV[5] its claim, ARGV[6] its fencing flag (fair:
---         they make its queue entry, see rw_acquire.lua)
+-- ARGV[4] request id of the waiting call, ARGV[5] its claim, ARGV[6] its fencing flag, ARGV[7]
+--         its label (optional) (fair: they make its queue entry, see rw_acquire.lua)
 -- Returns 1 when the waiter was there (or granted), 0 when not. Idempotent.
 local H, L, W, Q, D, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, acc, fair, req = ARGV[1], ARGV[2], ARGV[3] == 'fair', ARGV[4]
@@ -33,7 +33,7 @@ if badCounter(redis.call('get', F)) then
 end
 local t = now()
 dropLapsedRW(H, L, t)
-local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6]))
+local removed = leaveQueue(Q, D, queueEntry(field, req, ARGV[5], ARGV[6], ARGV[7]))
 local granted = redis.call('hmget', H, FIELD_GRANT .. field, field)
 if removed or (granted[1] == req and granted[2]) then
   spread(H, L, t, top[2]) -- a lone hold's lease goes into the leases (see leases.lua)
@@ -44,7 +44,7 @@ if granted[1] == req and granted[2] then
     redis.call('hincrby', H, field, -1) -- re-entered meanwhile by the owner elsewhere
     return 1
   end
-  redis.call('hdel', H, field)
+  redis.call('hdel', H, field, labels(field))
   redis.call('zrem', L, field)
   if acc == 'w' then
     redis.call('hdel', H, FIELD_WRITER)

@@ -115,7 +115,7 @@ if not lone then
 end
 mine[acc] = 0
 local left = total()
-local gone = {'hdel', H, field, FIELD_GRANT .. field}
+local gone = {'hdel', H, field, FIELD_GRANT .. field, labels(field)}
 if acc == 'w' then
   gone[#gone + 1] = FIELD_WRITER
 end

@@ -13,7 +13,7 @@ local function dropLapsedSem(H, L, t, used, dead)
   end
   for _, d in ipairs(dead) do
     used = used - tonumber(redis.call('hget', H, d) or '0')
-    redis.call('hdel', H, d)
+    redis.call('hdel', H, d, labels(d))
   end
   return math.max(used, 0), #dead
 end
@@ -61,7 +61,7 @@ local function grantPermits(H, L, Q, D, C, t, used, permits, head)
     head = liveHead(Q, D, t)
   end
   while head do
-    local id, req, claim, n = splitEntry(head)
+    local id, req, claim, n, label = splitEntry(head)
     n = tonumber(n)
     if not n or n > permits - used then -- (not used + n: a sum past 2^53 would round)
       break
@@ -71,6 +71,10 @@ local function grantPermits(H, L, Q, D, C, t, used, permits, head)
     end
     used = used + n
     held[#held + 1], held[#held + 2] = id, n
+    if label ~= '' then -- labelled as its entry is (see labelHold: in keepSem's HSET)
+      local l, since = labels(id)
+      held[#held + 1], held[#held + 2], held[#held + 3], held[#held + 4] = l, label, since, t
+    end
     redis.call('zadd', L, t + claim, id)
     redis.call('lpop', Q)
     redis.call('zrem', D, head)

@@ -17,7 +17,9 @@
 -- ARGV[8] 'wait' to join (or refresh its place in) the queue, 'try' never to join
 -- ARGV[9] claim in milliseconds: the lease of a hold a release grants this waiter (direct
 --         handoff), '0' to be woken instead. Its queue entry is hold id, request id, claim and
---         n (see queue.lua).
+--         n and ARGV[10] (see queue.lua).
+-- ARGV[10] label of the hold and of the wait (optional; '' or none: unlabelled): see labelHold
+--         in lib.lua, and queueEntry in queue.lua (a granted hold gets its entry's label)
 -- Only the head of the queue (or anyone, when nobody waits) takes permits, so a large request
 -- is never overtaken by smaller ones; a release, or a head that takes permits while some
 -- remain, grants them on to the next waiters that fit (see grantPermits). Holds whose lease
@@ -33,7 +35,7 @@
 -- waits; the hold is a lone hold (see leases.lua), written before any helper is made (see
 -- scripts.go) as the body's fast path writes it. FAST_EXISTS keeps EXISTS's answer for it.
 local FAST_EXISTS
-if GRACE == 0 and ARGV[4] == 'take' then
+if GRACE == 0 and ARGV[4] == 'take' and (ARGV[10] or '') == '' then
   FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   if FAST_EXISTS == 0 and tonumber(ARGV[6]) <= tonumber(ARGV[5]) then
     redis.call('hset', KEYS[1], ARGV[1], ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6],
@@ -56,12 +58,13 @@ if (FAST_EXISTS or redis.call('exists', H, L, Q, D)) == 0 and graceLeft() == 0 t
   if n <= permits then
     -- a lone hold: its lease is the hash's expiry (see leases.lua)
     redis.call('hset', H, id, ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6], FIELD_LONE, id)
+    labelHold(H, id, ARGV[10])
     redis.call('pexpire', H, lease)
     return {1, 1, 0}
   end
 end
 
-local entry = queueEntry(id, req, ARGV[9], ARGV[6])
+local entry = queueEntry(id, req, ARGV[9], ARGV[6], ARGV[10])
 -- One HMGET: the kind, the permit count, the permits in use, this hold's (nil: no hold) and the
 -- lone hold (see leases.lua).
 local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
@@ -108,6 +111,10 @@ if (not head or head == entry) and n <= permits - used and grace == 0 then -- (a
   used = used + n
   redis.call('zadd', L, t + lease, id)
   local held = {id, n} -- written with the permits in use (keepSem: one HSET)
+  if (ARGV[10] or '') ~= '' then -- labelled (see labelHold), in the same HSET
+    local l, since = labels(id)
+    held[3], held[4], held[5], held[6] = l, ARGV[10], since, t
+  end
   if head then
     leaveQueue(Q, D, entry)
     local woken, granted

@@ -14,7 +14,7 @@ local t = now()
 local held = got[3] ~= false or redis.call('zcount', L, '(' .. t, '+inf') > 0 -- a lone hold is live
 spread(H, L, t, got[3]) -- a lone hold's lease goes into the leases (see leases.lua)
 for _, id in ipairs(redis.call('zrange', L, 0, -1)) do
-  redis.call('hdel', H, id)
+  redis.call('hdel', H, id, labels(id))
 end
 redis.call('del', L)
 local used, granted = 0, nil

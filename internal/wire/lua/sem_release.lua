@@ -43,7 +43,7 @@ end
 local woken, granted = 0, nil
 if n then
   used = used - tonumber(n)
-  redis.call('hdel', H, id)
+  redis.call('hdel', H, id, labels(id))
   redis.call('zrem', L, id)
 end
 if got[2] then

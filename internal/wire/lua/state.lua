@@ -9,8 +9,9 @@
 --         no key is there)
 -- Returns {kind, fencing counter (a string; '0' without one), the semaphore's stored permit
 -- count (0 if none), holders, waiters}: holders is a flat list of {owner, count, mode, lease
--- left in ms (-1: a mutex hash without expiry)}, waiters a flat list of {owner, mode, permits,
--- ms until its place lapses} in serving order; mode is 'write', 'read' or ''. A grant in flight
+-- left in ms (-1: a mutex hash without expiry), label ('' for none), ms held since the
+-- labelled hold began (0: unlabelled)}, waiters a flat list of {owner, mode, permits, ms until
+-- its place lapses, label} in serving order; mode is 'write', 'read' or ''. A grant in flight
 -- is a hold already (the granting script wrote it and dequeued the waiter). An election's
 -- holder is its leader (the candidate id), its waiters its candidates, and its fencing counter
 -- the last term (the leader's value: el_leader.lua). Raises WRONGTYPE
@@ -69,17 +70,29 @@ local holders, waiters = {}, {}
 local held = {} -- hash field -> true, for each hold listed
 local modes = {r = 'read', w = 'write'}
 
+-- hold lists the hold of owner (count, mode, lease ms) with its label and since fields (their
+-- values as read: nil or false for none).
+local function hold(owner, count, mode, lease, label, since)
+  local n = #holders
+  holders[n + 1], holders[n + 2], holders[n + 3], holders[n + 4] = owner, tonumber(count) or 0, mode, lease
+  holders[n + 5], holders[n + 6] = label or '', since and math.max(t - (tonumber(since) or t), 0) or 0
+end
+
 if family == '' or family == 'el' then
   local pttl = redis.call('pttl', H)
   if pttl > 0 or pttl == -1 then
     local all = redis.call('hgetall', H)
+    local fields = {}
+    for i = 1, #all, 2 do
+      fields[all[i]] = all[i + 1]
+    end
     for i = 1, #all, 2 do
       local f = all[i]
       local b = string.byte(f, 1)
       if b ~= 0 and b ~= 1 then -- not a replay record nor a field of the library's own
         held[f] = true
-        local n = #holders
-        holders[n + 1], holders[n + 2], holders[n + 3], holders[n + 4] = f, tonumber(all[i + 1]) or 0, '', pttl
+        local l, since = labels(f)
+        hold(f, all[i + 1], '', pttl, fields[l], fields[since])
       end
     end
   end
@@ -95,16 +108,14 @@ else
   end
   for i = 1, #live, 2 do
     local f = live[i]
-    local count = redis.call('hget', H, f)
-    if count then
+    local v = redis.call('hmget', H, f, labels(f))
+    if v[1] then
       local owner, mode = f, ''
       if family == 'rw' then
         owner, mode = string.sub(f, 3), modes[string.sub(f, 1, 1)] or ''
       end
       held[f] = true
-      local n = #holders
-      holders[n + 1], holders[n + 2], holders[n + 3], holders[n + 4] = owner, tonumber(count) or 0, mode,
-          tonumber(live[i + 1]) - t
+      hold(owner, v[1], mode, tonumber(live[i + 1]) - t, v[2], v[3])
     end
   end
 end
@@ -115,12 +126,13 @@ if kind == 'rw_mutex' then
   for i = 1, #writers, 2 do
     local n = #waiters
     waiters[n + 1], waiters[n + 2], waiters[n + 3], waiters[n + 4] = writers[i], 'write', 0, tonumber(writers[i + 1]) - t
+    waiters[n + 5] = ''
   end
 elseif kind ~= 'mutex' then
   local seen = {}
   for _, e in ipairs(redis.call('lrange', Q, 0, -1)) do
     local d = redis.call('zscore', D, e)
-    local addr, _, _, extra = splitEntry(e)
+    local addr, _, _, extra, label = splitEntry(e)
     if d and tonumber(d) > t and not seen[e] and not held[addr] then
       seen[e] = true
       local owner, mode, permits = addr, '', 0
@@ -131,6 +143,7 @@ elseif kind ~= 'mutex' then
       end
       local n = #waiters
       waiters[n + 1], waiters[n + 2], waiters[n + 3], waiters[n + 4] = owner, mode, permits, tonumber(d) - t
+      waiters[n + 5] = label
     end
   end
 end
