@@ -211,7 +211,7 @@ func TestLabel_election(t *testing.T) {
 func TestLabel_multiLock(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(rlock.Options{})
-	a, f := c.NewMutex("ma"), c.NewFairMutex("mf")
+	a, f := c.NewMutex("{lbl}ma"), c.NewFairMutex("{lbl}mf") // one slot: one group, on a Cluster too
 	ml := c.NewMultiLock(a, f)
 	_, err := ml.TryLock(rlock.WithLabel(bg, "a\tb"), 0)
 	require.ErrorIs(t, err, rlock.ErrInvalid)
