@@ -1,9 +1,6 @@
 package rlock
 
-import (
-	"context"
-	"unicode/utf8"
-)
+import "context"
 
 // maxLabelLen is the longest label accepted, in bytes.
 const maxLabelLen = 256
@@ -27,18 +24,8 @@ func labelOf(ctx context.Context) (string, error) {
 	if !ok {
 		return "", nil
 	}
-	switch {
-	case label == "":
-		return "", invalidf("empty label")
-	case len(label) > maxLabelLen:
-		return "", invalidf("label is %d bytes, more than %d", len(label), maxLabelLen)
-	case !utf8.ValidString(label):
-		return "", invalidf("label %q is not valid UTF-8", label)
-	}
-	for _, r := range label {
-		if r < 0x20 || r == 0x7f {
-			return "", invalidf("label %q contains a control character", label)
-		}
+	if err := validateText("label", label, maxLabelLen); err != nil {
+		return "", err
 	}
 	return label, nil
 }

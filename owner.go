@@ -36,18 +36,22 @@ func NewOwnerID() string {
 }
 
 // validateOwner reports why owner cannot be used as an owner id, or nil.
-func validateOwner(owner string) error {
+func validateOwner(owner string) error { return validateText("owner id", owner, maxOwnerLen) }
+
+// validateText reports why s cannot be used as what (an owner id, a label): empty, over max
+// bytes, not UTF-8, or with a control character; or nil.
+func validateText(what, s string, max int) error {
 	switch {
-	case owner == "":
-		return invalidf("empty owner id")
-	case len(owner) > maxOwnerLen:
-		return invalidf("owner id is %d bytes, more than %d", len(owner), maxOwnerLen)
-	case !utf8.ValidString(owner):
-		return invalidf("owner id %q is not valid UTF-8", owner)
+	case s == "":
+		return invalidf("empty %s", what)
+	case len(s) > max:
+		return invalidf("%s is %d bytes, more than %d", what, len(s), max)
+	case !utf8.ValidString(s):
+		return invalidf("%s %q is not valid UTF-8", what, s)
 	}
-	for _, r := range owner {
+	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
-			return invalidf("owner id %q contains a control character", owner)
+			return invalidf("%s %q contains a control character", what, s)
 		}
 	}
 	return nil
