@@ -84,7 +84,11 @@ func TestReplay_lostAcquire(t *testing.T) {
 			_, err := subject.lock(ctx)
 			require.ErrorIs(t, err, context.Canceled)
 			require.EqualValues(t, 1, p.Fired())
-			requireNothingHeld(t, e, "the hold the lost reply took was given back before the call returned")
+			// The call returns within its bound (issue 27): giving the hold back is tried in it
+			// for replyGrace, then left to the settler, which a loaded machine can reach later.
+			require.Eventually(t, func() bool {
+				return len(slices.DeleteFunc(e.Keys(), func(k string) bool { return strings.HasSuffix(k, ":fence") })) == 0
+			}, 2*time.Second, 5*time.Millisecond, "the hold the lost reply took was not given back")
 		})
 	})
 	for _, fault := range []string{"reply", "request"} {
