@@ -2,7 +2,6 @@ package rlock_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,10 +22,7 @@ import (
 // wrapping the usual one and the transport error. (Before: Proclaim and the set's calls
 // returned when the server did, 2s later.)
 func TestBounds_electionAndMultiLock(t *testing.T) {
-	redistest.NeedsRedis(t)
-	if topo := redistest.Suite().Topology; topo != "standalone" || os.Getenv("RLOCK_SERVER") != "" {
-		t.Skipf("client-side bounds, tested once, on a throwaway standalone Redis 7.0 (topology %s)", topo)
-	}
+	needsBoundsRun(t)
 	const wait, away = 300 * time.Millisecond, 2 * time.Second
 	srv, err := redistest.StartServer(redistest.ServerOptions{})
 	require.NoError(t, err)

@@ -36,10 +36,7 @@ const boundSlack = 500 * time.Millisecond
 // cancelled on leaving, a stalled server ran one after its resolution, on another connection,
 // had found nothing: a read hold nobody knew of, 1 run in 4).
 func TestBounds_redisAway(t *testing.T) {
-	redistest.NeedsRedis(t)
-	if topo := redistest.Suite().Topology; topo != "standalone" || os.Getenv("RLOCK_SERVER") != "" {
-		t.Skipf("client-side bounds, tested once, on a throwaway standalone Redis 7.0 (topology %s)", topo)
-	}
+	needsBoundsRun(t)
 	const wait, away = 300 * time.Millisecond, 2 * time.Second
 	for _, fault := range []string{"stopped", "stalled", "cut"} {
 		t.Run(fault, func(t *testing.T) {
@@ -147,6 +144,16 @@ func TestBounds_redisAway(t *testing.T) {
 				require.NoError(t, r.ops.release(h), r.name)
 			}
 		})
+	}
+}
+
+// needsBoundsRun skips t unless this is the suite that runs the bounds tests: the bounds are
+// the client's, so they are tested once, on a throwaway standalone Redis 7.0.
+func needsBoundsRun(t *testing.T) {
+	t.Helper()
+	redistest.NeedsRedis(t)
+	if topo := redistest.Suite().Topology; topo != "standalone" || os.Getenv("RLOCK_SERVER") != "" {
+		t.Skipf("client-side bounds, tested once, on a throwaway standalone Redis 7.0 (topology %s)", topo)
 	}
 }
 
