@@ -126,27 +126,10 @@ type electionProc struct {
 }
 
 func startElectionProc(ctx context.Context, job electionJob) (*electionProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(job)
-	if err != nil {
-		return nil, err
-	}
 	p := &electionProc{lines: make(chan []string, 4096)}
-	p.cmd = exec.CommandContext(ctx, exe)
-	p.cmd.Env = append(os.Environ(), electionEnv+"="+string(b))
-	p.cmd.Stderr = os.Stderr
-	p.cmd.SysProcAttr = childProcAttr()
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
+	var stdout io.Reader
+	var err error
+	if p.cmd, p.stdin, stdout, err = startSelf(ctx, electionEnv, job, os.Stderr); err != nil {
 		return nil, err
 	}
 	go func() {

@@ -306,27 +306,10 @@ type workerProc struct {
 
 // startWorker starts this binary as a worker running job.
 func startWorker(ctx context.Context, job workerJob) (*workerProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(job)
-	if err != nil {
-		return nil, err
-	}
 	w := &workerProc{msgs: make(chan workerMsg, 4)}
-	w.cmd = exec.CommandContext(ctx, exe)
-	w.cmd.Env = append(os.Environ(), workerEnv+"="+string(b))
-	w.cmd.Stderr = &w.stderr
-	w.cmd.SysProcAttr = childProcAttr()
-	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := w.cmd.Start(); err != nil {
+	var stdout io.Reader
+	var err error
+	if w.cmd, w.stdin, stdout, err = startSelf(ctx, workerEnv, job, &w.stderr); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -412,4 +395,33 @@ func (w *workerProc) next(ctx context.Context, limit time.Duration) (workerMsg, 
 	case <-ctx.Done():
 		return workerMsg{}, ctx.Err()
 	}
+}
+
+// startSelf starts this binary with job, as JSON, in the environment variable env, and its
+// stderr to stderr; it returns the running command and its stdin and stdout.
+func startSelf(ctx context.Context, env string, job any, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.Reader, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := json.Marshal(job)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), env+"="+string(b))
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = childProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	return cmd, stdin, stdout, nil
 }
