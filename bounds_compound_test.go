@@ -120,10 +120,6 @@ func TestBounds_electionAndMultiLock(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); len(left()) > 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if keys := left(); len(keys) > 0 { // the known defect of TestBounds_redisAway
-		t.Logf("KNOWN DEFECT: keys left 30s after Redis answered again: %v", keys)
-		e.Dirty = true
-		return
-	}
+	require.Empty(t, left(), "keys left 30s after Redis answered again")
 	t.Logf("everything settled %v after Redis answered again", time.Since(back).Round(time.Millisecond))
 }

@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -86,4 +87,23 @@ func OpenCourtesy(m *Mutex, d time.Duration) {
 		cw.until = make(map[string]time.Time)
 	}
 	cw.until[m.keys.Lock] = time.Now().Add(d)
+}
+
+// LanesLeft describes c's lanes that have work left or are in use: for a test that found keys
+// left behind.
+func LanesLeft(c *Client) []string {
+	var out []string
+	c.shards.each(func(sh *shard) {
+		for hk, l := range sh.lanes.m {
+			out = append(out, fmt.Sprintf("%s/%s refs=%d turn=%d work=%v lost=%q leaves=%d owed=%v unlock=%+v spreads=%d holdrec=%v",
+				hk.key, hk.owner, l.refs, len(l.turn), l.work(), l.lostAcquire.id, len(l.leaves), l.owed, l.unlock,
+				len(l.spreads), sh.holds.get(hk) != nil))
+		}
+		for hk := range sh.holds.m {
+			if sh.lanes.m[hk] == nil {
+				out = append(out, fmt.Sprintf("%s/%s hold record without lane", hk.key, hk.owner))
+			}
+		}
+	})
+	return out
 }

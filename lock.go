@@ -224,14 +224,14 @@ type pendingRelease struct {
 // releaseOnce runs the kind's release script for p once, under ctx without its cancellation
 // and deadline (rueidis' connection timeout bounds the call, and a deadline passing mid-call
 // would close the connection under every other call on it). A transport error marks p
-// ambiguous.
+// ambiguous; a context error is not the caller's (see attemptErr).
 func (lk *lock) releaseOnce(ctx context.Context, owner string, acc access, p *pendingRelease) (releaseReply, error) {
 	rel, err := lk.kind.release(detach(ctx), owner, acc, p.request)
 	if err != nil {
 		if isTransport(err) {
 			p.ambiguous = true
 		}
-		return releaseReply{}, lk.redisErr("release", err)
+		return releaseReply{}, lk.redisErr("release", attemptErr(err))
 	}
 	return rel, nil
 }

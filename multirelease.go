@@ -110,28 +110,41 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 		gc.args = wire.MultiReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage, Members: specs}.Strings()
 		sends = append(sends, gc)
 	}
-	groups := make([]int, len(sends))
-	for k := range sends {
-		groups[k] = sends[k].g
-	}
 	sent := time.Now()
-	// A flight bounded by b (see bound.go): if Redis does not answer in time, every request
-	// may run yet, so each member's is kept on its lane for its retry or the settler (see
-	// keepUnlock), and the lanes go with the flight.
-	outcomes := sends
+	// A flight bounded by b (see bound.go). If Redis does not answer in time, every request
+	// may run yet, and the lanes go with the flight: once it returns, keepAll leaves each
+	// member's request on its lane (see keepUnlock), for its retry or the settler, before the
+	// flight gives the lanes back, so that nobody finds a lane without its request.
+	keepAll := func() {
+		for _, ss := range byGroup {
+			for _, e := range ss {
+				m := ml.members[idx[e.j]]
+				e.p.ambiguous = true
+				m.sh.mu.Lock()
+				if e.rec != nil {
+					e.rec.releasing--
+				}
+				lanes[e.j].keepUnlock(&m.lock, exclusive, e.p, e.rec, e.hc)
+				m.sh.unlockAndDeliver()
+			}
+		}
+	}
 	if err := ml.c.flyOrClosed(b, cmd, func(ctx context.Context) { ml.runReleases(b, ctx, sends) }, func() {
+		keepAll()
 		exitLanes()
 		ml.c.settleSoon()
 	}); err != nil {
 		flown = true
-		outcomes = make([]groupCall, len(groups))
-		for k, g := range groups {
-			outcomes[k] = groupCall{g: g, err: err, ambiguous: true}
+		for _, ss := range byGroup {
+			for _, e := range ss {
+				out[e.j] = ml.redisErr("release", err)
+			}
 		}
+		return out
 	}
 	rtt := time.Since(sent)
 
-	for _, gc := range outcomes {
+	for _, gc := range sends {
 		ss := byGroup[gc.g]
 		rel, err := wire.ParseMultiRelease(gc.reply, len(ss))
 		if gc.err == nil && err != nil {
@@ -151,7 +164,7 @@ func (ml *MultiLock) release(cmd context.Context, owner string, s *setHold, idx 
 				if e.p.ambiguous {
 					lanes[e.j].keepUnlock(&m.lock, exclusive, e.p, e.rec, e.hc)
 				}
-				out[e.j] = ml.redisErr("release", gc.err)
+				out[e.j] = ml.redisErr("release", attemptErr(gc.err))
 				m.sh.unlockAndDeliver()
 				continue
 			}

@@ -81,38 +81,48 @@ func (h *locker) release(ctx, cmd context.Context, acc access) error {
 	}
 	sh.mu.Unlock()
 
-	rel, err := h.releaseWithin(b, cmd, l, owner, acc, &p)
-	held = err != errNoReply && err != ErrClosed
+	// keep leaves p, whose outcome is unknown, on the lane for the owner's retry or the
+	// settler: here if Redis answered with a transport error, or on the flight's goroutine
+	// once it returns, if this call left it (before the flight gives the lane's turn back, so
+	// that nobody finds the lane without it).
+	keep := func(p pendingRelease) {
+		sh.mu.Lock()
+		if rec != nil {
+			rec.releasing--
+		}
+		l.keepUnlock(lk, acc, p, rec, hc)
+		sh.unlockAndDeliver()
+		sh.c.settleSoon()
+	}
+	rel, err := h.releaseWithin(b, cmd, l, owner, acc, &p, keep)
+	if err == errNoReply || err == ErrClosed {
+		return lk.errorf("release: %w", err) // the flight has the lane, and keeps p on it
+	}
+	if err != nil && p.ambiguous {
+		keep(p)
+		sh.lanes.exit(l)
+		return err
+	}
 
 	sh.mu.Lock()
 	if rec != nil {
 		rec.releasing--
 	}
-	switch {
-	case err != nil:
-		if p.ambiguous {
-			l.keepUnlock(lk, acc, p, rec, hc)
-			sh.c.settleSoon()
-		}
-		if !held {
-			err = lk.errorf("release: %w", err)
-		}
-	default:
+	if err == nil {
 		err = sh.applyRelease(lk, rec, acc, p, rel)
 	}
 	sh.unlockAndDeliver()
-	if held {
-		sh.lanes.exit(l)
-	}
+	sh.lanes.exit(l)
 	return err
 }
 
 // releaseWithin runs the release script for p (owner's hold in access acc), whose lane l's turn
 // the caller holds, retrying transport errors with back-off while b's end is ahead, each try a
 // flight bounded by b (see bound.go). If Redis does not answer in time it returns errNoReply (or
-// ErrClosed), with p ambiguous: the flight has the lane's turn, and once it returns it gives it
-// back and wakes the settler.
-func (h *locker) releaseWithin(b bound, cmd context.Context, l *lane, owner string, acc access, p *pendingRelease) (releaseReply, error) {
+// ErrClosed): the flight has the lane's turn, and once it returns it calls keep with its
+// request, which may have run, then gives the turn back.
+func (h *locker) releaseWithin(b bound, cmd context.Context, l *lane, owner string, acc access, p *pendingRelease,
+	keep func(pendingRelease)) (releaseReply, error) {
 	lk, sh, c := &h.lock, h.sh, h.core
 	backoff := newBackoff()
 	for {
@@ -120,10 +130,10 @@ func (h *locker) releaseWithin(b bound, cmd context.Context, l *lane, owner stri
 		var err error
 		try := *p
 		if ferr := c.fly(b, cmd, func(ctx context.Context) { rel, err = lk.releaseOnce(ctx, owner, acc, &try) }, func() {
+			try.ambiguous = true // it may have run
+			keep(try)
 			sh.lanes.exit(l)
-			c.settleSoon()
 		}); ferr != nil {
-			p.ambiguous = true // it may run yet
 			return releaseReply{}, ferr
 		}
 		*p = try

@@ -3,7 +3,6 @@ package rlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -36,13 +35,22 @@ func isTransport(err error) bool {
 	return true
 }
 
-// attemptErr is err, an attempt's transport error, as the call's error wraps it: a context error
-// is not the caller's (rueidis fails the calls queued on a connection that another call's
-// cancelled context was dialling), so it is kept as text only, lest errors.Is take the call for
-// one its own context ended.
+// attemptErr is err, a transport error of a Redis call, as the call's error wraps it: a context
+// error from rueidis is not the caller's (rueidis fails the calls queued on a connection that
+// another call's cancelled context was dialling, and a flight's context is cancelled when its
+// caller leaves), so it becomes a connFailedError, lest errors.Is take the call for one its own
+// context ended.
 func attemptErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%v (the connection failed)", err)
+		return connFailedError{err.Error()}
 	}
 	return err
 }
+
+// connFailedError is a transport error that rueidis reported as a context error that was not
+// the caller's (see attemptErr). It is a net.Error, as rueidis' other transport errors are.
+type connFailedError struct{ cause string }
+
+func (e connFailedError) Error() string { return e.cause + " (the connection failed)" }
+func (connFailedError) Timeout() bool   { return false }
+func (connFailedError) Temporary() bool { return true }
