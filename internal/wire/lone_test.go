@@ -149,22 +149,22 @@ func TestLoneHold_lastMillisecond(t *testing.T) {
 		return l.ints(SemAcquire, k.Sem(), SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take,
 			Permits: "1", N: "1", FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings())
 	}
-	// KNOWN DEFECT: a Sentinel run left X without a lease once (round 50 of 300): a rarer
-	// path is still open. Until it is found, up to 1 round in 20 may keep X, and each is logged.
+	// Only an attempt made after the deadline, 100ms after X's 1ms lease began, decides that X
+	// kept its permit. The earlier form looked at the clock after a failed attempt, so a
+	// process descheduled between an attempt made while X still held and that look counted as
+	// a leak: the likeliest cause of the 1 round in 300 that a loaded Sentinel run reported.
 	const rounds = 300
-	kept := 0
 	for round := range rounds {
 		require.Equal(t, int64(1), acquire("X", "1")[0], "round %d: X takes the free permit", round)
 		deadline := time.Now().Add(100 * time.Millisecond)
-		for acquire("Y", "1")[0] != 1 {
-			if time.Now().After(deadline) {
-				kept++
-				t.Logf("KNOWN DEFECT: round %d: X's 1ms lease never lapsed: %v", round, l.hash(k.Lock))
+		for {
+			past := time.Now().After(deadline)
+			if acquire("Y", "1")[0] == 1 {
 				break
 			}
+			require.False(t, past, "round %d: X's 1ms lease never lapsed: %v", round, l.hash(k.Lock))
 			time.Sleep(200 * time.Microsecond)
 		}
 		l.int("DEL", k.Lock, k.Leases, k.Queue, k.Deadlines)
 	}
-	assert.LessOrEqual(t, kept*20, rounds, "%d of %d rounds kept X's permit", kept, rounds)
 }

@@ -1,6 +1,15 @@
 -- rw.lua: helpers of the RWMutex scripts (rw_*.lua but rw_inspect.lua), which run lib.lua,
 -- queue.lua, leases.lua, this file and their own file.
 
+-- writerMember is a plain RWMutex's waiting writer's member of the waiting writers: its owner,
+-- and its label after a \1 if it has one (see labelHold).
+local function writerMember(owner, label)
+  if label and label ~= '' then
+    return owner .. '\1' .. label
+  end
+  return owner
+end
+
 -- dropLapsedRW removes from a read-write lock's hash H the holds whose lease in L ended by t
 -- (and the writer, if its write hold was one of them); it returns how many it removed. dead:
 -- those holds, if the caller read them already (ZRANGEBYSCORE L -inf t).

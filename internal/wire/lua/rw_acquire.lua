@@ -253,7 +253,7 @@ if not fair then
   if held then
     -- the usual contended case: wait (refresh the place); the holders' leases bound the sleep
     if join then
-      redis.call('zadd', W, t + wait, owner)
+      redis.call('zadd', W, t + wait, writerMember(owner, label))
       keepFor(W, wait, wn == 0) -- (wn nil: not read, W's expiry is extended if it has one)
     end
     return {0, bound(), 1}
@@ -262,14 +262,14 @@ if not fair then
   if wn ~= 0 then
     redis.call('zremrangebyscore', W, '-inf', t)
     waiting = redis.call('zcard', W)
-    queued = waiting > 0 and redis.call('zscore', W, owner)
+    queued = waiting > 0 and redis.call('zscore', W, writerMember(owner, label))
     if queued then
       waiting = waiting - 1
     end
   end
   if join or waiting == 0 then
     if queued then
-      redis.call('zrem', W, owner)
+      redis.call('zrem', W, writerMember(owner, label))
     end
     return take(true)
   end

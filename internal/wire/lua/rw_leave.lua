@@ -17,7 +17,7 @@ local top = redis.call('hmget', H, FIELD_KIND, FIELD_LONE)
 mustBeKind(H, 'rw', top[1])
 
 if not fair then
-  if acc ~= 'w' or redis.call('zrem', W, owner) == 0 then
+  if acc ~= 'w' or redis.call('zrem', W, writerMember(owner, ARGV[7])) == 0 then
     return 0
   end
   if redis.call('zcard', W) == 0 and not redis.call('hget', H, FIELD_WRITER) then

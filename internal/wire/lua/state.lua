@@ -125,8 +125,10 @@ if kind == 'rw_mutex' then
   local writers = redis.call('zrangebyscore', W, '(' .. t, '+inf', 'WITHSCORES')
   for i = 1, #writers, 2 do
     local n = #waiters
-    waiters[n + 1], waiters[n + 2], waiters[n + 3], waiters[n + 4] = writers[i], 'write', 0, tonumber(writers[i + 1]) - t
-    waiters[n + 5] = ''
+    -- its member is its owner, and its label after a \1 (see writerMember in rw.lua)
+    local owner, label = string.match(writers[i], '^([^\1]*)\1?(.*)$')
+    waiters[n + 1], waiters[n + 2], waiters[n + 3], waiters[n + 4] = owner, 'write', 0, tonumber(writers[i + 1]) - t
+    waiters[n + 5] = label
   end
 elseif kind ~= 'mutex' then
   local seen = {}
