@@ -31,6 +31,12 @@ func (sh *shard) enterLane(b bound, cmd context.Context, lk *lock, owner string)
 // the settler. Otherwise held is true: the caller still holds the turn. Once the client is
 // closed it settles l itself, within replyGrace.
 func (sh *shard) settleIn(b bound, cmd context.Context, l *lane) (held bool, _ error) {
+	sh.mu.Lock()
+	work := l.work()
+	sh.mu.Unlock()
+	if !work {
+		return true, nil // the usual case: no flight (a goroutine) for nothing
+	}
 	var err error
 	c := sh.c
 	if c.closed.Load() {

@@ -15,6 +15,7 @@ var contenderColors = map[string]color.RGBA{
 	"floor":               {R: 150, G: 140, B: 110, A: 255},
 	"floor-spublish":      {R: 195, G: 185, B: 150, A: 255},
 	"rlock-pubsub":        {R: 31, G: 119, B: 180, A: 255},
+	"rlock-nodeadline":    {R: 70, G: 90, B: 150, A: 255},
 	"rlock-spin10ms":      {R: 100, G: 160, B: 215, A: 255},
 	"rlock-spin100ms":     {R: 160, G: 195, B: 230, A: 255},
 	"rlock-fair":          {R: 44, G: 150, B: 44, A: 255},

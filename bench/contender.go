@@ -104,8 +104,8 @@ func sortContenders() {
 
 // tableOrder is the row order of every table.
 var tableOrder = []string{
-	"baseline", "floor", "floor-spublish", "rlock-pubsub", "rlock-spin10ms", "rlock-spin100ms", "rlock-fair",
-	"rlock-rw-write", "rlock-rw-read", "rlock-rw-fair-write", "rlock-rw-fair-read", "rlock-sem-1",
+	"baseline", "floor", "floor-spublish", "rlock-pubsub", "rlock-nodeadline", "rlock-spin10ms", "rlock-spin100ms",
+	"rlock-fair", "rlock-rw-write", "rlock-rw-read", "rlock-rw-fair-write", "rlock-rw-fair-read", "rlock-sem-1",
 	"rueidislock", "redsync", "redislock",
 }
 

@@ -34,6 +34,22 @@ func init() {
 			}),
 		},
 		contenderSpec{
+			// Every other row's Lock has a deadline (the run's per-operation timeout), so its
+			// Redis calls are flights, on goroutines of the client, that keep the call's bound
+			// when Redis does not answer; this row's Lock has none, so it makes its calls itself.
+			// The two rows side by side give what the bound costs an uncontended lock.
+			ID: "rlock-nodeadline", Name: "rlock Lock, no deadline", Waits: true, Renews: true,
+			Only:     []string{"uncontended"},
+			Settings: common + ", Lock(ctx) with a ctx that has no deadline or cancellation (no flights)",
+			New: func(cfg contenderConfig) (Contender, error) {
+				c, err := newRlock(func(c *rlock.Client, name string) *rlock.Mutex { return c.NewMutex(name) })(cfg)
+				if err != nil {
+					return nil, err
+				}
+				return noDeadline{c}, nil
+			},
+		},
+		contenderSpec{
 			ID: "rlock-fair", Name: "rlock fair", Waits: true, Renews: true,
 			Settings: common + ", NewFairMutex, PubSub() waits (default), FairWaitTimeout 5s (default)",
 			New:      newRlock(func(c *rlock.Client, name string) *rlock.Mutex { return c.NewFairMutex(name) }),
@@ -98,4 +114,16 @@ func (m rlockMutex) Lock(ctx context.Context) (Hold, error) {
 		Release: func(context.Context) error { return m.m.Unlock(hctx) },
 		Lost:    func() bool { return errors.Is(context.Cause(hctx), rlock.ErrLockLost) },
 	}, nil
+}
+
+// noDeadline is a contender whose Lock calls run without their context's deadline and
+// cancellation (see the rlock-nodeadline row).
+type noDeadline struct{ Contender }
+
+func (n noDeadline) Mutex(key string) Mutex { return noDeadlineMutex{n.Contender.Mutex(key)} }
+
+type noDeadlineMutex struct{ m Mutex }
+
+func (m noDeadlineMutex) Lock(ctx context.Context) (Hold, error) {
+	return m.m.Lock(context.WithoutCancel(ctx))
 }
