@@ -38,8 +38,10 @@ type core struct {
 	starting atomic.Int64
 	// settle wakes the settler: a lane has work left (see settleSoon).
 	settle chan struct{}
-	// log keeps the log of failures that repeat during an outage short (see quietLog).
-	log quietLog
+	// log keeps the log of failures that repeat during an outage short (see quietLog), per
+	// node (see slotNodes).
+	log   quietLog
+	nodes slotNodes
 }
 
 // idLen is the length of a client id; a request id is the client id and a counter.
@@ -61,6 +63,7 @@ func (c *core) init(client rueidis.Client, opts Options) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.settle = make(chan struct{}, 1)
 	c.log.init(opts.Logger)
+	c.nodes.c = c
 	c.wg.Add(1) // the gate (see startFlight)
 }
 

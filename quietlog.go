@@ -75,6 +75,9 @@ func (q *quietLog) record(key string, now0 bool, msg string, err error, args []a
 	}
 }
 
+// calm reports whether no key is failing: a success need not be recorded (see ok).
+func (q *quietLog) calm() bool { return q.failing.Load() == 0 }
+
 // ok records a success of key: if it was failing, msg (with args) is logged with how long and
 // how often it failed, and the run ends.
 func (q *quietLog) ok(key, msg string, args ...any) {

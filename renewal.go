@@ -119,6 +119,7 @@ func (rn renewer) renewWithin(claimedOnly bool, giveUp time.Duration) bool {
 // applies their outcome and reports whether every script ran (see renew).
 func (rn renewer) renewSlot(ctx context.Context, chunks []renewChunk) bool {
 	c := rn.c
+	slot := chunks[0].slot
 	sent := time.Now()
 	results := rn.send(ctx, chunks)
 	var missing []renewChunk // chunks whose script a node lacked (restarted, SCRIPT FLUSH)
@@ -128,7 +129,7 @@ func (rn renewer) renewSlot(ctx context.Context, chunks []renewChunk) bool {
 			missing = append(missing, r)
 			continue
 		}
-		ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
+		ok = rn.apply(slot, r.holds, sent, results[i].renewed, results[i].err) && ok
 	}
 	if len(missing) > 0 {
 		// Load each missing script on every node once, then send those chunks again.
@@ -144,11 +145,12 @@ func (rn renewer) renewSlot(ctx context.Context, chunks []renewChunk) bool {
 		sent = time.Now()
 		results = rn.send(ctx, missing)
 		for i, r := range missing {
-			ok = rn.apply(r.holds, sent, results[i].renewed, results[i].err) && ok
+			ok = rn.apply(slot, r.holds, sent, results[i].renewed, results[i].err) && ok
 		}
 	}
-	if ok {
-		c.log.ok("renewal", "rlock: lease renewal succeeds again")
+	if ok && !c.log.calm() {
+		key, attrs := c.nodes.logKey("renewal", slot, false)
+		c.log.ok(key, "rlock: lease renewal succeeds again", attrs...)
 	}
 	return ok
 }
@@ -262,9 +264,9 @@ func (r renewChunk) args(c *core) (keys, args []string) {
 	return keys, a.Strings()
 }
 
-// apply applies the outcome of one renewal script for holds, sent at sent, and reports whether
-// it ran.
-func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err error) bool {
+// apply applies the outcome of one renewal script for holds on slot, sent at sent, and reports
+// whether it ran.
+func (rn renewer) apply(slot uint16, holds []renewee, sent time.Time, reply []int64, err error) bool {
 	c := rn.c
 	renewed, bad := wire.ParsePerHold(reply, len(holds))
 	if err == nil && bad != nil {
@@ -287,8 +289,9 @@ func (rn renewer) apply(holds []renewee, sent time.Time, reply []int64, err erro
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.log.fail("renewal", "rlock: lease renewal failed; retrying soon", err,
-				"locks", len(holds), "first", holds[0].h.lk.name)
+			key, attrs := c.nodes.logKey("renewal", slot, true)
+			c.log.fail(key, "rlock: lease renewal failed; retrying soon", err,
+				append(attrs, "locks", len(holds), "first", holds[0].h.lk.name)...)
 			if c.obs != nil {
 				c.obs.Event(Event{Type: EventRenewalFailed, Lock: holds[0].h.lk.info(), Cause: err, Locks: len(holds)})
 			}

@@ -147,11 +147,14 @@ func (sh *shard) oweHolds(h *hold, a access, n int) {
 // errors from Redis are logged and drop the work (the lease bounds the damage).
 func (sh *shard) settle(cmd context.Context, l *lane) error {
 	err := sh.settleOnce(cmd, l)
+	c := sh.c
 	if isTransport(err) {
-		sh.c.log.failLate("settle", "rlock: settling requests whose reply was lost failed; retrying", err,
-			"lock", l.hk.key, "owner", l.hk.owner)
-	} else {
-		sh.c.log.ok("settle", "rlock: settling requests whose reply was lost succeeds again")
+		key, attrs := c.nodes.logKey("settle", c.slotOf(l.hk.key), true)
+		c.log.failLate(key, "rlock: settling requests whose reply was lost failed; retrying", err,
+			append(attrs, "lock", l.hk.key, "owner", l.hk.owner)...)
+	} else if !c.log.calm() {
+		key, attrs := c.nodes.logKey("settle", c.slotOf(l.hk.key), false)
+		c.log.ok(key, "rlock: settling requests whose reply was lost succeeds again", attrs...)
 	}
 	return err
 }
