@@ -44,8 +44,8 @@ type courtesy struct {
 func (cw *courtesy) open(lk *lock, woken int64, rtt time.Duration) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
-	if waiting, _ := cw.subs.waiting(lk.keys.Channel); waiting {
-		woken-- // this client's own subscription
+	if cw.subs.subscribed(lk.keys.Channel) {
+		woken-- // this client's own subscription, with waiters or kept (see linger.go)
 	}
 	if woken <= 0 {
 		return

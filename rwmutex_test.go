@@ -1022,8 +1022,8 @@ func TestRWMutex_waitEndsLeaveNothing(t *testing.T) {
 		m := k.rw(e.client(rlock.Options{Wait: wait}), "busy")
 		noWaiters := func(what string) {
 			t.Helper()
-			require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, time.Second, 5*time.Millisecond,
-				"%s: the subscription is dropped when the last waiter leaves", what)
+			require.Eventually(t, func() bool { return len(e.Channels()) == 0 }, keptFor, 5*time.Millisecond,
+				"%s: the subscription is dropped within its linger after the last waiter leaves", what)
 			for _, key := range e.Keys() {
 				assert.NotRegexp(t, `:(writers|queue|deadlines)$`, key, "%s: a waiter's entry is left behind", what)
 			}
