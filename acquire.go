@@ -140,6 +140,12 @@ func (w *waiter) wait() (attempt, error) {
 			a.pttl = maxCourtesy // left free for a woken waiter
 		}
 		return w.pubsub(a, err)
+	case yieldBack:
+		if !w.bounded || time.Until(w.deadline) > d {
+			if err := w.sleep(d, nil); err != nil {
+				return attempt{}, err
+			}
+		}
 	}
 	if w.style.wake == wakeAddressed && w.r.join {
 		w.sh.subs.arrive(w.lk.keys.Channel, w.address(), 1)

@@ -22,6 +22,10 @@ import (
 //     trips (1-10ms), long enough for a woken waiter elsewhere to get its attempt in. Waiters
 //     that had already tried, which that release may just have woken, do not hold back.
 //
+// A plain RWMutex's writers keep the second rule (a write release opens the window; a new Lock
+// holds back, then tries and waits as a queued writer), not the first: they wait in their own
+// set in Redis, which holds back new readers.
+//
 // An owner that holds the lock in this process always tries at once.
 
 // Courtesy window bounds.
@@ -44,8 +48,8 @@ type courtesy struct {
 func (cw *courtesy) open(lk *lock, woken int64, rtt time.Duration) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
-	if waiting, _ := cw.subs.waiting(lk.keys.Channel); waiting {
-		woken-- // this client's own subscription
+	if cw.subs.subscribed(lk.keys.Channel) {
+		woken-- // this client's own subscription, with waiters or kept (see linger.go)
 	}
 	if woken <= 0 {
 		return
@@ -88,15 +92,28 @@ const (
 	yieldWait         // wait (at most the returned time, a permit may come sooner), then try
 	yieldQueue        // yieldWait behind this client's waiters
 	yieldProbe        // re-enter if the owner holds the lock, else wait as yieldQueue
+	yieldBack         // hold back for the returned time (a plain RWMutex writer), then try
 )
 
 // firstMove decides how a call of r on lk, whose waiters wait in style, starts: see Barging.
 // fresh: r's owner was made for this call, so it holds nothing yet.
 func (cw *courtesy) firstMove(lk *lock, style waitStyle, r request, fresh bool) (time.Duration, int) {
-	if !r.join || !style.barging() {
+	if !r.join || !style.barging() && !style.courteous() {
 		return 0, yieldNo
 	}
 	if _, ok := lk.wait.(pubSubWait); !ok {
+		return 0, yieldNo
+	}
+	if style.courteous() {
+		cw.mu.Lock()
+		var courtesy time.Duration
+		if cw.holds.get(holdKey{lk.keys.Lock, r.owner}) == nil {
+			courtesy = cw.leftLocked(lk.keys.Lock)
+		}
+		cw.mu.Unlock()
+		if courtesy > 0 {
+			return courtesy, yieldBack
+		}
 		return 0, yieldNo
 	}
 	cw.mu.Lock()

@@ -107,3 +107,16 @@ func LanesLeft(c *Client) []string {
 	})
 	return out
 }
+
+// SetKeptSubs sets how long c keeps a subscription after its last waiter left (subLinger) and
+// how many it keeps at most (maxIdleSubs); call it before c's first wait.
+func SetKeptSubs(c *Client, linger time.Duration, most int) {
+	c.shards.idle.linger, c.shards.idle.max = linger, most
+}
+
+// KeptSubs returns how many subscriptions c keeps without waiters.
+func KeptSubs(c *Client) int {
+	c.shards.idle.mu.Lock()
+	defer c.shards.idle.mu.Unlock()
+	return c.shards.idle.l.Len()
+}

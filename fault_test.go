@@ -270,7 +270,7 @@ func killedWhileWaiting(t *testing.T, strategy string, wait rlock.WaitStrategy) 
 			require.NoError(t, direct.conflictRelease(other))
 			// A waiting entry left behind would last its FairWaitTimeout (5s).
 			require.Eventually(t, func() bool { return len(e.Keys()) == 0 && len(e.Channels()) == 0 },
-				2*time.Second, 5*time.Millisecond, "left behind: keys %v, channels %v", e.Keys(), e.Channels())
+				keptFor, 5*time.Millisecond, "left behind: keys %v, channels %v", e.Keys(), e.Channels())
 		})
 	})
 }

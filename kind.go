@@ -62,6 +62,10 @@ type waitStyle struct {
 // rules (see courtesy.go).
 func (s waitStyle) barging() bool { return s == waitStyle{wake: wakeOne} }
 
+// courteous reports whether s is a plain RWMutex writer's, whose new Lock calls keep only the
+// courtesy window of the barging rules (see courtesy.go).
+func (s waitStyle) courteous() bool { return s == waitStyle{wake: wakeOne, queued: true} }
+
 // Ways a waiter is woken by the lock's channel (see wakeup.go).
 type wakeBy uint8
 

@@ -72,6 +72,10 @@ func (e *env) client(opts rlock.Options) *rlock.Client {
 	return c
 }
 
+// keptFor bounds how long a client keeps a subscription after its last waiter left: the
+// linger (1s, see linger.go) and the UNSUBSCRIBE's round trip, with room for a loaded machine.
+const keptFor = 3 * time.Second
+
 // strategies are the wait strategies every waiting behaviour is tested under.
 var strategies = []struct {
 	name string

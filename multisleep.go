@@ -94,7 +94,7 @@ func (w *setWaiter) listen(b int, queued bool) <-chan struct{} {
 	if w.on != b {
 		w.stopListening()
 		m := w.ml.members[b]
-		if w.sub = m.sh.subs.subscribe(m.keys.Channel); w.sub == nil {
+		if w.sub = m.sh.subs.subscribe(m.keys.Channel, time.Time{}); w.sub == nil {
 			return nil
 		}
 		w.on = b

@@ -165,7 +165,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	defer context.AfterFunc(c.ctx, cancel)()
-	s := e.sh.subs.subscribe(e.keys.Leader)
+	s := e.sh.subs.subscribe(e.keys.Leader, time.Time{})
 	if s == nil {
 		return
 	}

@@ -123,7 +123,8 @@ type pubSubWait struct{}
 // PubSub returns the default strategy: a waiter sleeps until an unlock message arrives on the
 // lock's channel, through one subscription per lock name per Client shared by its local
 // waiters; one message wakes one local waiter. Each sleep is bounded by the holder's remaining
-// lease, so a lost message costs at most one lease.
+// lease, so a lost message costs at most one lease. A subscription is kept for about a second
+// after its last waiter leaves, for the next one (Close ends it at once).
 func PubSub() WaitStrategy { return pubSubWait{} }
 
 func (pubSubWait) String() string  { return "pubsub" }

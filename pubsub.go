@@ -19,22 +19,29 @@ type subTable struct {
 	m        map[string]*subscription // live subscriptions by channel
 	retiring map[string]chan struct{} // channel -> closed when its old subscription is gone
 	arrivals arrivals                 // fair waiters that may miss a wake-up (see arrivals)
+	idle     *idleSubs                // the client's kept subscriptions (see linger.go)
 }
 
 // subscribe returns the shared subscription to channel with one more reference, starting it if
-// this is the first. It returns nil once the client is closed.
-func (t *subTable) subscribe(channel string) *subscription {
+// this is the first and none is kept (see linger.go). A kept one's wake-up that came before
+// since (when the caller's last attempt was sent; zero: unknown) is dropped: that attempt saw
+// the lock after it. It returns nil once the client is closed.
+func (t *subTable) subscribe(channel string, since time.Time) *subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.c.closed.Load() {
 		return nil
 	}
 	if s := t.m[channel]; s != nil {
+		if s.refs == 0 {
+			t.reuse(s)
+			s.dropStale(since)
+		}
 		s.refs++
 		return s
 	}
 	s := &subscription{channel: channel, shardMu: t.mu, arrivals: &t.arrivals, refs: 1,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), done: make(chan struct{}), born: time.Now()}
 	// Not derived from the client's context: a child of a cancellable context is registered
 	// under that context's mutex, one for the whole client. Close cancels it (see cancelAll).
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -48,8 +55,9 @@ func (t *subTable) subscribe(channel string) *subscription {
 	return s
 }
 
-// unsubscribe drops one reference to s; the last one ends the subscription. A waiter leaving
-// without the lock hands a permit on, in case it had taken the one meant for the next waiter.
+// unsubscribe drops one reference to s; after the last one the subscription is kept for a
+// while (see linger.go), or ends. A waiter leaving without the lock hands a permit on, in case
+// it had taken the one meant for the next waiter.
 func (t *subTable) unsubscribe(s *subscription, handOn bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -59,6 +67,14 @@ func (t *subTable) unsubscribe(s *subscription, handOn bool) {
 		}
 		return
 	}
+	if !t.keep(s) {
+		t.retire(s)
+	}
+}
+
+// retire ends s, which has no waiters: a new subscription to its channel starts once it is
+// gone. Called with t.mu held.
+func (t *subTable) retire(s *subscription) {
 	if t.m[s.channel] == s {
 		delete(t.m, s.channel)
 	}
@@ -73,6 +89,7 @@ func (t *subTable) unsubscribe(s *subscription, handOn bool) {
 // let go of them. Called with t.mu held.
 func (t *subTable) cancelAll() {
 	for _, s := range t.m {
+		t.unkeep(s)
 		s.cancel()
 	}
 }
@@ -86,6 +103,10 @@ func (t *subTable) waiting(channel string) (bool, time.Time) {
 	}
 	return true, s.holderEnd
 }
+
+// subscribed reports whether this client has a subscription to channel, waiters or none (see
+// linger.go): a message on channel reaches it. Called with t.mu held.
+func (t *subTable) subscribed(channel string) bool { return t.m[channel] != nil }
 
 // arrive counts (delta 1) or uncounts (-1) a fair waiter of this client for owner on channel
 // that may miss an addressed wake-up (see arrivals).

@@ -6,11 +6,12 @@ import (
 
 // Client makes mutexes on one Redis deployment and owns the goroutines behind them: the
 // watchdog, the reaper that ends holds whose lease ran out, and one subscription per lock name
-// that has local waiters. While it has holds it also keeps one idle connection to each node,
-// which costs Redis nothing; when that connection drops (the server restarted or was killed, or
-// a failover demoted it), every hold is checked as soon as the node answers again, instead of
-// at the next renewal a third of a lease later: a hold that Redis no longer has ends at once
-// with [ErrLockLost], one that survived goes on. It is safe for concurrent use. Create it with
+// that has local waiters (kept for about a second after the last leaves). While it has holds
+// it also keeps one idle connection to each node, which costs Redis nothing; when that
+// connection drops (the server restarted or was killed, or a failover demoted it), every hold
+// is checked as soon as the node answers again, instead of at the next renewal a third of a
+// lease later: a hold that Redis no longer has ends at once with [ErrLockLost], one that
+// survived goes on. It is safe for concurrent use. Create it with
 // [New] and release it with [Client.Close].
 type Client struct {
 	core

@@ -51,8 +51,9 @@ func (c *Client) NewFairRWMutex(name string, opts ...MutexOption) *RWMutex {
 // one prefers writers: a waiting writer holds back new readers. The fair one serves a queue in
 // arrival order, readers that arrive together with no writer between them holding together.
 type rwKind struct {
-	lk   *lock
-	fair bool
+	lk      *lock
+	fair    bool
+	windows *courtesy // the courtesy windows of the lock's shard (plain writers: see courtesy.go)
 	// each script's KEYS (releaseKeys: also rw_leave.lua's)
 	acquireKeys, releaseKeys, renewKeys, forceKeys []string
 }
@@ -61,7 +62,7 @@ func newRWKind(fair bool) func(h *locker) kind {
 	return func(h *locker) kind {
 		h.modes = true
 		k := h.keys
-		return &rwKind{lk: &h.lock, fair: fair, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(),
+		return &rwKind{lk: &h.lock, fair: fair, windows: &h.sh.courtesy, acquireKeys: k.RWAcquire(), releaseKeys: k.RWRelease(),
 			renewKeys: k.Renew(true), forceKeys: k.RWForceUnlock()}
 	}
 }
@@ -112,12 +113,17 @@ func (k *rwKind) acquire(ctx context.Context, r request) (attempt, error) {
 
 func (k *rwKind) release(ctx context.Context, owner string, a access, req string) (releaseReply, error) {
 	c := k.lk.core
+	sent := time.Now()
 	r, err := c.variant(wire.RWRelease).Exec(ctx, c.rc, k.releaseKeys,
 		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
 	if err != nil {
 		return releaseReply{}, err
 	}
-	return parseReleased(wire.ParseRWRelease(r))
+	rel, err := parseReleased(wire.ParseRWRelease(r))
+	if err == nil && !k.fair && a == exclusive && rel.left == 0 {
+		k.windows.open(k.lk, rel.woken, time.Since(sent))
+	}
+	return rel, err
 }
 
 func (k *rwKind) dequeue(ctx context.Context, r request) error {

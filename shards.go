@@ -23,6 +23,7 @@ type shards struct {
 	// records counts the hold records of every shard: the node watchers run while there are
 	// any.
 	records atomic.Int64
+	idle    idleSubs // the kept subscriptions of every shard (see linger.go)
 }
 
 // shard is the state of the lock names that hash to it, built from the parts that own it.
@@ -44,11 +45,12 @@ type shard struct {
 // init builds every shard of s for the client of c.
 func (s *shards) init(c *core) {
 	s.c = c
+	s.idle.linger, s.idle.max = subLinger, maxIdleSubs
 	for i := range s.s {
 		sh := &s.s[i]
 		sh.c, sh.obs, sh.records = c, c.obs, &s.records
 		sh.lanes = laneTable{mu: &sh.mu, c: c, holds: &sh.holds}
-		sh.subs = subTable{mu: &sh.mu, c: c, arrivals: arrivals{mu: &sh.mu}}
+		sh.subs = subTable{mu: &sh.mu, c: c, arrivals: arrivals{mu: &sh.mu}, idle: &s.idle}
 		sh.courtesy = courtesy{mu: &sh.mu, holds: &sh.holds, subs: &sh.subs}
 	}
 }

@@ -142,7 +142,7 @@ func (w *waiter) spin(interval time.Duration, err error) (attempt, error) {
 // confirmation leaves a permit too, so an unlock published between the first attempt and the
 // subscription is not missed.
 func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
-	s := w.sh.subs.subscribe(w.lk.keys.Channel)
+	s := w.sh.subs.subscribe(w.lk.keys.Channel, w.seen(a, err))
 	if s == nil {
 		return a, ErrClosed
 	}
@@ -199,7 +199,7 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if sp, ok := w.lk.wait.(spinWait); ok {
 		poll = min(poll, sp.interval)
 	} else if w.r.join {
-		if s = w.sh.subs.subscribe(w.lk.keys.Channel); s == nil {
+		if s = w.sh.subs.subscribe(w.lk.keys.Channel, w.seen(a, err)); s == nil {
 			return a, ErrClosed
 		}
 		switch w.style.wake {
@@ -266,6 +266,15 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 			queued = a.sent
 		}
 	}
+}
+
+// seen is when the lock was last seen by an attempt that got a reply (a, err): when it was
+// sent; zero if it got none.
+func (w *waiter) seen(a attempt, err error) time.Time {
+	if err != nil {
+		return time.Time{}
+	}
+	return a.sent
 }
 
 // granted reads grant, a grant that came in a message addressed to this waiter (see

@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -45,9 +46,47 @@ type subscription struct {
 	observers []*observation
 	observed  atomic.Bool
 
-	ctx    context.Context // cancelled when the last waiter leaves or the client closes
+	// wakeAt is when the last permit was left on wake, in nanoseconds from born (guarded by
+	// mu): a waiter that takes s back from idle drops an older permit (see dropStale).
+	wakeAt int64
+	born   time.Time
+
+	// While s is kept without waiters (see linger.go): its idle period, ended by reuse (gen,
+	// guarded by shardMu), its linger timer (guarded by shardMu) and its place in the client's
+	// idle list (guarded by idleSubs.mu).
+	gen   uint64
+	timer *time.Timer
+	elem  *list.Element
+
+	ctx    context.Context // cancelled when it is retired or the client closes
 	cancel context.CancelFunc
 	done   chan struct{} // closed once unsubscribed and the goroutine exited
+}
+
+// wakeOne leaves one permit on wake, noting when.
+func (s *subscription) wakeOne() {
+	s.mu.Lock()
+	s.wakeAt = int64(time.Since(s.born))
+	permit(s.wake)
+	s.mu.Unlock()
+}
+
+// dropStale drops the permit left on wake before since (zero: keep it), which a waiter taking
+// s back from idle has no use for: the attempt it sent at since saw the lock after the message
+// or confirmation that left it (each was received before the attempt was sent, so Redis had
+// sent it before it ran the attempt).
+func (s *subscription) dropStale(since time.Time) {
+	if since.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	if s.wakeAt < int64(since.Sub(s.born)) {
+		select {
+		case <-s.wake:
+		default:
+		}
+	}
+	s.mu.Unlock()
 }
 
 // addressee is a queued waiter that messages address: its wake-up, and the last grant that
@@ -86,7 +125,7 @@ func (s *subscription) deliver(msg string) {
 		if kind == wire.WakeReaders {
 			s.wakeReaders()
 		}
-		permit(s.wake)
+		s.wakeOne()
 		return
 	}
 	if s.tell(addr, grant) || !s.arrivals.has(s.channel, addr) {
@@ -130,7 +169,7 @@ func (s *subscription) confirmed() {
 		s.tellObservers("")
 		return
 	}
-	permit(s.wake)
+	s.wakeOne()
 	s.wakeReaders()
 	arriving := s.arrivals.on(s.channel)
 	s.mu.Lock()

@@ -4,6 +4,7 @@ package rlock
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
@@ -36,7 +37,7 @@ func TestWakeup_keepsWakeUpOfArrivingWaiter(t *testing.T) {
 	const channel = "rlunclaimed:{x}:ch"
 	sh := c.shards.of("rlunclaimed:{x}")
 	sh.subs.arrive(channel, "me", 1)
-	s := sh.subs.subscribe(channel)
+	s := sh.subs.subscribe(channel, time.Time{})
 	require.NotNil(t, s)
 	s.deliver(wire.AddressedPrefix + "me")
 	for i := range 5000 {
