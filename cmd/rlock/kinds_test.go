@@ -117,7 +117,7 @@ func TestExec_readers(t *testing.T) {
 		_, out, _ = e.run("status", "cfg")
 		return strings.Contains(out, "writers waiting: 1\n")
 	}, 5*time.Second, 50*time.Millisecond, "the writer never showed as waiting: %s", out)
-	assert.Regexp(t, `writers waiting: 1\n  1\. writer, deadline in (\d+ms|[1-5](\.\d+)?s)\n$`, out)
+	assert.Regexp(t, `writers waiting: 1\n  1\. writer, deadline in (\d+ms|[1-5](\.\d+)?s), label "[^"]+ pid \d+"\n$`, out)
 	code, _, stderr = e.run("exec", "--read", "--wait", "0", "cfg", "--", "true")
 	assert.Equal(t, exitTempFail, code, "a new reader got in before the waiting writer")
 	assert.Equal(t, "rlock: rw_mutex \"cfg\" is held for writing, or a writer waits\n", stderr)
