@@ -32,6 +32,12 @@ func (t *subTable) subscribe(channel string, since time.Time) *subscription {
 	if t.c.closed.Load() {
 		return nil
 	}
+	if s := t.m[channel]; s != nil && s.refs == 0 && s.confirms.Load() > 1 {
+		// Kept, but its connection broke meanwhile: rueidis subscribes again by itself, later
+		// and later after each break, so a fresh subscription serves a new waiter sooner.
+		t.unkeep(s)
+		t.retire(s)
+	}
 	if s := t.m[channel]; s != nil {
 		if s.refs == 0 {
 			t.reuse(s)

@@ -31,6 +31,10 @@ type subscription struct {
 	// waiter takes it. Extra permits are dropped; a spare one only causes one more attempt.
 	wake chan struct{}
 
+	// confirms counts the server's confirmations of s: more than one means its connection
+	// broke and rueidis subscribed again (see subscribe).
+	confirms atomic.Int32
+
 	mu sync.Mutex
 	// all is closed (and replaced) by a readers message or a (re)confirmation: it wakes every
 	// waiting reader (see readers).
@@ -165,6 +169,7 @@ func (s *subscription) tell(addr, grant string) bool {
 // grant made for it before the subscription was missed too, so it is left a wake-up that its
 // registration takes (see address).
 func (s *subscription) confirmed() {
+	s.confirms.Add(1)
 	if s.observed.Load() {
 		s.tellObservers("")
 		return
