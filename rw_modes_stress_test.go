@@ -84,6 +84,7 @@ type rwStress struct {
 	ops      int // both-modes ops that held both modes
 	checks   int // checks of a live context with Redis' leases read
 	lostEnds int // fixed-lease contexts that ended before their release
+	retried  int // releases retried after a transport error (see released)
 }
 
 // rwStressHold is one hold: its owner and mode, when it was entered (after the acquiring call
@@ -218,8 +219,25 @@ func (s *rwStress) ended(c *stressCtx) {
 	}
 }
 
-// released checks the outcome of a release.
-func (s *rwStress) released(what string, err error) {
+// released releases the hold of ctx with release and checks the outcome. A release that cannot
+// reach Redis within its bound returns its transport error, and the request stays pending (see
+// API.md, "When Redis cannot be reached"): under the test's cuts that may happen, so the
+// release is retried until the cuts end, and the retry must give the pending request's
+// outcome: done, or the lease was lost; never ErrNotHeld (it would have released twice, or
+// not at all).
+func (s *rwStress) released(what string, release func(context.Context) error, ctx context.Context) {
+	err := release(ctx)
+	for tries := 0; err != nil && transportErr(err); tries++ {
+		if tries == 100 {
+			s.fail("%s: release: still %v after %d retries", what, err, tries)
+			return
+		}
+		s.mu.Lock()
+		s.retried++
+		s.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		err = release(ctx)
+	}
 	if err != nil && !errors.Is(err, rlock.ErrLockLost) {
 		s.fail("%s: release: %v", what, err)
 	}
@@ -265,7 +283,7 @@ func (s *rwStress) bothModes(c *rlock.Client, end time.Time, rng *rand.Rand) {
 			// The write hold's lease may have run out, and the lock gone to another owner.
 			s.hold(rng, 0, cw)
 			s.ended(cw)
-			s.released(what+" write", mw.Unlock(w))
+			s.released(what+" write", mw.Unlock, w)
 			s.add(cw.h)
 			continue
 		}
@@ -282,10 +300,10 @@ func (s *rwStress) bothModes(c *rlock.Client, end time.Time, rng *rand.Rand) {
 			release[0], release[1] = mr.RUnlock, mw.Unlock
 		}
 		s.ended(first)
-		s.released(first.h.what, release[0](first.ctx))
+		s.released(first.h.what, release[0], first.ctx)
 		s.hold(rng, time.Duration(rng.IntN(3))*time.Millisecond, second)
 		s.ended(second)
-		s.released(second.h.what, release[1](second.ctx))
+		s.released(second.h.what, release[1], second.ctx)
 		s.add(cw.h)
 		s.add(cr.h)
 	}
@@ -315,7 +333,7 @@ func (s *rwStress) other(c *rlock.Client, write bool, end time.Time, rng *rand.R
 			ctx: h, lease: lease, field: mode + owner, seen: -1}
 		s.hold(rng, time.Duration(rng.IntN(4))*time.Millisecond, cs)
 		s.ended(cs)
-		s.released(what, unlock(h))
+		s.released(what, unlock, h)
 		s.add(cs.h)
 	}
 }
@@ -347,7 +365,8 @@ func (s *rwStress) report() {
 		}
 	}
 	t.Logf("%d both-modes ops, %d holds in all, %d checks against Redis, %d fixed-lease contexts ended "+
-		"before their release; %d violations, %d overlaps", s.ops, len(hs), s.checks, s.lostEnds, s.nbad, overlaps)
+		"before their release, %d releases retried after a transport error; %d violations, %d overlaps",
+		s.ops, len(hs), s.checks, s.lostEnds, s.retried, s.nbad, overlaps)
 	for _, b := range s.bad {
 		t.Error(b)
 	}
