@@ -57,7 +57,9 @@ func newFairMutexKind(h *locker) kind {
 
 func (*fairMutexKind) name() string { return KindFairMutex }
 
-func (*fairMutexKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+func (*fairMutexKind) style(access) waitStyle {
+	return waitStyle{wake: wakeAddressed, queued: true, checks: true}
+}
 
 func (k *fairMutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk

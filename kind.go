@@ -56,6 +56,9 @@ type waitStyle struct {
 	queued bool
 	// prefix makes a waiter's address (wakeAddressed): prefix + owner.
 	prefix string
+	// checks: the kind's acquire script has the checkOnly mode, which a waiter runs instead of
+	// a full attempt when a new subscription's confirmation wakes it (see waiter.queue).
+	checks bool
 }
 
 // barging reports whether s is the plain Mutex's, whose new Lock calls follow the barging
@@ -79,7 +82,7 @@ const (
 type request struct {
 	owner  string
 	id     string // request id: the same for every attempt of one call
-	mode   int    // takeLock, reenterOnly or resolveOnly
+	mode   int    // takeLock, reenterOnly, resolveOnly or checkOnly
 	access access
 	n      int64  // permits (Semaphore)
 	value  string // what observers see while the candidate leads (an election's Campaign)
@@ -94,10 +97,15 @@ const (
 	takeLock    = iota // take a free lock or re-enter
 	reenterOnly        // re-enter a hold the owner has; leave a free lock to the waiters
 	resolveOnly        // report whether request req ran (and took a hold); change nothing
+	// checkOnly: a queued waiter's first look after it subscribed (waitStyle.checks): a grant
+	// or a request that ran is taken as by takeLock; otherwise nothing is written, and pttl
+	// -2 says that a takeLock attempt could succeed.
+	checkOnly
 )
 
 // modeArg is the script argument of each mode.
-var modeArg = [...]wire.Mode{takeLock: wire.Take, reenterOnly: wire.Reenter, resolveOnly: wire.Resolve}
+var modeArg = [...]wire.Mode{takeLock: wire.Take, reenterOnly: wire.Reenter, resolveOnly: wire.Resolve,
+	checkOnly: wire.Look}
 
 // attempt is the outcome of one run of an acquire script.
 type attempt struct {

@@ -2,6 +2,8 @@ package rlock_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +137,51 @@ func TestQueue_shortTimeoutDoesNotExpireLongerPlaces(t *testing.T) {
 				cancelS()
 				p.Outage(0)
 				<-sDone
+			})
+		})
+	}
+}
+
+// TestQueue_firstWaitLooks: a fair Mutex's or a Semaphore's waiter's first wait on a name (a
+// new subscription) costs one full attempt, the one that queues it; the wake-up of the
+// subscription's confirmation runs a look (mode "check": a few reads), not a second full
+// attempt, and the release's grant comes by message. Under spin there is no subscription and
+// no look.
+func TestQueue_firstWaitLooks(t *testing.T) {
+	for _, k := range []lockKind{kindNamed("fair"), kindNamed("semaphore")} {
+		t.Run(k.name, func(t *testing.T) {
+			eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+				e := newEnv(t)
+				p := e.newProxy()
+				take, release := pair(k, e.client(rlock.Options{}), "look")
+				wtake, wrelease := pair(k, e.through(p).client(rlock.Options{Wait: wait}), "look")
+				isAttempt := matchScript(k.acquireScript, e.LockKey("look"))
+				var takes, looks atomic.Int64
+				p.DropRequest(func(cmd []string) bool { // counts; never fires
+					if isAttempt(cmd) {
+						// ARGV[4] is the mode.
+						if n, err := strconv.Atoi(cmd[2]); err == nil && len(cmd) > 3+n+3 && cmd[3+n+3] == "check" {
+							looks.Add(1)
+						} else {
+							takes.Add(1)
+						}
+					}
+					return false
+				})
+				h, err := take(bg)
+				require.NoError(t, err)
+				got := goAcquire(func() (context.Context, error) { return wtake(bg) })
+				requireNone(t, 200*time.Millisecond, "behind the hold", got)
+				require.NoError(t, release(h))
+				wh := requireGranted(t, got, time.Second, "granted by the release")
+				require.NoError(t, wrelease(wh))
+				t.Logf("%d full attempts, %d looks", takes.Load(), looks.Load())
+				if wait.String() != "pubsub" {
+					assert.Zero(t, looks.Load(), "spin: no subscription, no look")
+					return
+				}
+				assert.EqualValues(t, 1, takes.Load(), "one full attempt: the one that queued it")
+				assert.EqualValues(t, 1, looks.Load(), "the confirmation's wake-up looks")
 			})
 		})
 	}

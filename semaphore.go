@@ -56,7 +56,9 @@ type semKind struct {
 
 func (*semKind) name() string { return KindSemaphore }
 
-func (*semKind) style(access) waitStyle { return waitStyle{wake: wakeAddressed, queued: true} }
+func (*semKind) style(access) waitStyle {
+	return waitStyle{wake: wakeAddressed, queued: true, checks: true}
+}
 
 func (k *semKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk

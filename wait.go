@@ -229,6 +229,11 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	if err == nil {
 		queued = a.sent
 	}
+	// check: the subscription was not confirmed yet when this call took it, so the first
+	// wake-up is most likely its confirmation, which asks only whether a release before it was
+	// missed: a check answers that with a few reads, and a full attempt follows only if it
+	// could succeed (see checkOnly).
+	check := s != nil && w.style.checks && s.confirms.Load() == 0
 	w.queued = w.style.queued
 	backoff := newBackoff()
 	for {
@@ -255,6 +260,19 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 				}
 				acquired = true
 				return g, nil
+			}
+		}
+		if check {
+			check = false
+			if a, err = w.run(checkOnly); err == nil && a.acquired {
+				acquired = true
+				return a, nil
+			}
+			if err == nil {
+				queued = a.sent
+			}
+			if err != nil || a.pttl != -2 {
+				continue // it found the lock held (or could not tell): sleep as after an attempt
 			}
 		}
 		a, err = w.try()

@@ -16,6 +16,10 @@ const (
 	Take    Mode = "take"    // take a free lock or re-enter
 	Reenter Mode = "reenter" // re-enter a hold the owner has; leave a free lock to the waiters
 	Resolve Mode = "resolve" // report whether the request ran (and took a hold); change nothing
+	// Look is a queued waiter's look once it has subscribed (fair_acquire.lua and
+	// sem_acquire.lua): as Take when the request ran or was granted; otherwise it writes
+	// nothing, and replies pttl -2 when a Take could succeed.
+	Look Mode = "check"
 )
 
 // Access is the hold an RWMutex script takes or gives back: "w" to write, "r" to read.

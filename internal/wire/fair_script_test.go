@@ -210,6 +210,111 @@ func TestFairScripts(t *testing.T) {
 	assert.InDelta(t, 200, f.int("PTTL", f.k.Queue), 50)
 }
 
+// TestFairScripts_look: a waiter's look after it subscribed (mode Look) writes nothing when the
+// lock is held by another owner and tells its pttl and whether the waiter heads the queue; says
+// pttl -2 (a full attempt could succeed) for a free lock or one the owner holds; and finds a
+// grant made for its request, as a full attempt would.
+func TestFairScripts_look(t *testing.T) {
+	f := newFairLab(t)
+	look := func(owner, req string) []int64 {
+		t.Helper()
+		return f.ints(FairAcquire, f.k.FairAcquire(), FairAcquireArgs{Owner: owner, LeaseMs: "10000", Request: req,
+			Mode: Look, Fencing: true, FairWaitMs: strconv.FormatInt(f.wait.Milliseconds(), 10), Join: true,
+			ClaimMs: claimMs}.Strings())
+	}
+	state := func() []string {
+		t.Helper()
+		out := []string{}
+		for _, k := range []string{f.k.Lock, f.k.Queue, f.k.Deadlines, f.k.Fence} {
+			out = append(out, f.str("DUMP", k), strconv.FormatInt(f.int("PEXPIRETIME", k), 10))
+		}
+		return out
+	}
+
+	assert.Equal(t, []int64{0, -2, 0}, look("A", "scripttest0a1"), "free: a full attempt could succeed")
+	assert.Zero(t, f.int("EXISTS", f.k.Lock, f.k.Queue, f.k.Deadlines, f.k.Fence), "a look takes nothing")
+
+	assert.Equal(t, []int64{1, 1, 1}, f.acquire("H", "scripttest0h1", "wait"))
+	assert.Equal(t, int64(0), f.acquire("A", "scripttest0a1", "wait")[0])
+	assert.Equal(t, int64(0), f.acquire("B", "scripttest0b1", "wait")[0])
+	before := state()
+	r := look("A", "scripttest0a1")
+	assert.Equal(t, int64(0), r[0])
+	assert.InDelta(t, 10000, r[1], 200, "the holder's pttl")
+	assert.Equal(t, []int64{1, 0}, r[2:], "A heads the queue, and joined nothing")
+	r = look("B", "scripttest0b1")
+	assert.Equal(t, []int64{0, 0}, []int64{r[0], r[2]}, "B waits behind A")
+	assert.Equal(t, before, state(), "looks write nothing")
+	assert.Equal(t, []int64{0, -2, 0}, look("H", "scripttest0h9"), "the owner holds it: a full attempt re-enters")
+	assert.Equal(t, before, state())
+
+	// The release grants the lock to A; A's look finds the grant as its attempt would.
+	assert.Equal(t, int64(0), f.release("H", "r1"))
+	r = look("A", "scripttest0a1")
+	require.Len(t, r, 4)
+	assert.Equal(t, []int64{1, 1, 2}, r[:3], "A's grant: hold 1, token 2")
+	assert.InDelta(t, 3000, r[3], 100, "with what is left of the claim")
+	assert.Equal(t, []string{"B"}, f.queue())
+	assert.Equal(t, int64(0), f.release("A", "r2"))
+	assert.Equal(t, int64(1), f.leave("B", "scripttest0b1"))
+}
+
+// TestSemScripts_look: a Semaphore waiter's look after it subscribed (mode Look) writes nothing
+// while the permits are out, telling the first lease's end and whether it heads the queue;
+// says pttl -2 when a full attempt could take permits (free, or a lease ended); and finds a
+// hold granted to it, as a full attempt would.
+func TestSemScripts_look(t *testing.T) {
+	l := newLab(t)
+	k := l.keys("semlook")
+	t.Cleanup(func() { l.do(append([]string{"DEL"}, k.Sem()...)...) })
+	args := func(id, lease string, mode Mode) []string {
+		return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: mode, Permits: "1", N: "1", FairWaitMs: "5000",
+			Join: true, ClaimMs: claimMs}.Strings()
+	}
+	look := func(id string) []int64 { t.Helper(); return l.ints(SemAcquire, k.Sem(), args(id, "10000", Look)) }
+	take := func(id, lease string) []int64 { t.Helper(); return l.ints(SemAcquire, k.Sem(), args(id, lease, Take)) }
+	state := func() []string {
+		t.Helper()
+		out := []string{}
+		for _, key := range k.Sem()[:4] {
+			out = append(out, l.str("DUMP", key), strconv.FormatInt(l.int("PEXPIRETIME", key), 10))
+		}
+		return out
+	}
+
+	assert.Equal(t, []int64{0, -2, 0}, look("A"), "free: a full attempt could succeed")
+	assert.Zero(t, l.int(append([]string{"EXISTS"}, k.Sem()[:4]...)...), "a look takes nothing")
+
+	// X holds the permit alone (its lease the hash's expiry), then with A queued.
+	require.Equal(t, int64(1), take("X", "10000")[0])
+	before := state()
+	r := look("A")
+	assert.Equal(t, int64(0), r[0])
+	assert.InDelta(t, 10000, r[1], 200, "X's lease, read from the hash's expiry")
+	assert.Equal(t, before, state(), "a look writes nothing")
+	require.Equal(t, int64(0), take("A", "10000")[0])
+	require.Equal(t, int64(0), take("B", "10000")[0])
+	before = state()
+	r = look("A")
+	assert.InDelta(t, 10000, r[1], 200, "X's lease, read from the leases")
+	assert.Equal(t, []int64{0, 1, 0}, []int64{r[0], r[2], r[3]}, "A heads the queue")
+	assert.Equal(t, []int64{0, 0}, []int64{look("B")[0], look("B")[2]}, "B is behind A")
+	assert.Equal(t, before, state(), "looks write nothing")
+
+	// X's release grants the permit to A; A's look finds its hold as a take would.
+	require.Equal(t, int64(0), l.ints(SemRelease, k.Sem(), SemReleaseArgs{Hold: "X"}.Strings())[0])
+	r = look("A")
+	require.Len(t, r, 4)
+	assert.Equal(t, []int64{1, 1, 0}, r[:3], "A holds the granted permit")
+
+	// A's lease ends (its end set in the past): B's look says a take could succeed.
+	require.NoError(t, l.do("ZADD", k.Leases, "1", "A").Error())
+	assert.Equal(t, []int64{0, -2, 0}, look("B"), "a lease ended: a take gives its permit back")
+	assert.Equal(t, int64(1), take("B", "10000")[0], "and B takes it")
+	require.Equal(t, int64(0), l.ints(SemRelease, k.Sem(), SemReleaseArgs{Hold: "B"}.Strings())[0])
+	assert.Zero(t, l.int(append([]string{"EXISTS"}, k.Sem()[:4]...)...), "nothing left")
+}
+
 // TestSemScripts_resolveStoresLapsedPermits: an attempt that only resolves a lost request
 // drops holds whose lease ended, and must store the permits they gave back, or those permits
 // stay out for as long as the semaphore is in use.

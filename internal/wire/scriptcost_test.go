@@ -192,7 +192,13 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 		require.Equal(t, int64(0), l.ints(FairAcquire, k.FairAcquire(), attempt("B"))[0])
 		pause()
 		calls(t, FairAcquire, k.FairAcquire(), attempt("B"), 11, "a queued waiter's retry")
+		look := func(owner string) []string {
+			return FairAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Look, FairWaitMs: wait, Join: true,
+				ClaimMs: "3000"}.Strings()
+		}
+		calls(t, FairAcquire, k.FairAcquire(), look("B"), 4, "a waiter's check after it subscribed: EXISTS HMGET PTTL LINDEX")
 		calls(t, FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "A", Request: "r1"}.Strings(), 11, "a release that grants")
+		calls(t, FairAcquire, k.FairAcquire(), look("B"), 3, "a check that finds its grant: EXISTS HMGET PTTL")
 		r := l.ints(FairAcquire, k.FairAcquire(), attempt("B"))
 		assert.Equal(t, []int64{1, 1, 0}, r[:3], "B was granted the lock")
 		require.Equal(t, int64(0), l.ints(FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "B", Request: "r2"}.Strings())[0])
@@ -239,6 +245,11 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 		pause()
 		// its place refreshed without the hash's PEXPIREs (the holder's lease outlives it)
 		calls(t, SemAcquire, k.Sem(), attempt("B"), 12, "a waiter's retry")
+		look := func(id string) []string {
+			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Look, Permits: "1", N: "1", FairWaitMs: wait,
+				Join: true, ClaimMs: "3000"}.Strings()
+		}
+		calls(t, SemAcquire, k.Sem(), look("B"), 5, "a waiter's check after it subscribed: EXISTS HMGET TIME ZRANGE LINDEX")
 		// the grant's hold written with the permits in use (one HSET); no EXISTS of the queue
 		calls(t, SemRelease, k.Sem(), SemReleaseArgs{Hold: "A"}.Strings(), 16, "a release that grants")
 		r := l.ints(SemAcquire, k.Sem(), attempt("B"))

@@ -8,7 +8,10 @@
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] request id (first 12 bytes: the client), recorded as in acquire.lua (no record for an
 --         owner made for this call, whose id is the request id)
--- ARGV[4] mode, as in acquire.lua ('reenter' acts as 'take': a fair lock is never left free)
+-- ARGV[4] mode, as in acquire.lua ('reenter' acts as 'take': a fair lock is never left free),
+--         or 'check': a waiter's look after it subscribed, writing nothing unless it finds its
+--         request ran or was granted (then as 'take'); reply {0, -2, 0} when a take could
+--         succeed or re-enter, {0, pttl, head, 0} when the lock is held by another owner
 -- ARGV[5] '1' to issue a fencing token for a new hold
 -- ARGV[6] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[7] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
@@ -40,7 +43,7 @@
 -- helper is made (see scripts.go), as takeFair does it; FAST_EXISTS keeps EXISTS's answer
 -- for fairRead.
 local FAST_EXISTS
-if GRACE == 0 and ARGV[5] ~= '1' and ARGV[4] ~= 'resolve' and (ARGV[9] or '') == '' then
+if GRACE == 0 and ARGV[5] ~= '1' and (ARGV[4] == 'take' or ARGV[4] == 'reenter') and (ARGV[9] or '') == '' then
   FAST_EXISTS = redis.call('exists', KEYS[1], KEYS[2])
   if FAST_EXISTS == 0 then
     if ARGV[1] == ARGV[3] then
@@ -67,6 +70,12 @@ elseif what == 'bad' then
   return x
 elseif what == 'none' then
   return {0, -2, 0}
+elseif what == 'check' then
+  local me = 0
+  if head == a.entry then
+    me = 1
+  end
+  return {0, x, me, 0}
 elseif what == 'grant' then
   -- in its last millisecond PTTL is 0: still a claim, of under 1 ms (never "no claim")
   local left = redis.call('pttl', a.H)

@@ -105,14 +105,16 @@ end
 --   'wait', pttl, head, cur: the queue decides: pttl is the holder's (-2: free, -1: no expiry,
 --   or a restart grace's, as if held until it has passed), head the queue's head (false: none)
 --   before dead waiters are purged (see purgeFair);
---   'bad', error reply: the counter cannot give a new hold its token.
+--   'bad', error reply: the counter cannot give a new hold its token;
+--   mode 'check' only: 'none' when a take could succeed or re-enter (free, or held by the
+--   owner), else 'check', pttl, head (the queue's head, false: none), read as 'wait' reads them.
 -- cur is the fencing counter as read (false: none or not read), for newToken. A key of the
 -- wrong type raises. known: EXISTS H Q, if the caller read it (a fast path).
 local function fairRead(H, Q, F, owner, req, extra, mode, known)
   -- Fast path: no hash and no queue (one EXISTS for both): free, and nobody waits (and no
   -- restart grace holds new grants back: see graceLeft).
   if (known or redis.call('exists', H, Q)) == 0 and graceLeft() == 0 then
-    if mode == 'resolve' then
+    if mode == 'resolve' or mode == 'check' then
       return 'none'
     end
     local bad, cur = counterBad(F, extra)
@@ -136,9 +138,15 @@ local function fairRead(H, Q, F, owner, req, extra, mode, known)
     return 'none'
   end
   if held[1] then
-    return 'held'
+    return mode == 'check' and 'none' or 'held'
   end
   local pttl = redis.call('pttl', H)
+  if mode == 'check' then
+    if pttl == -2 then
+      return 'none' -- free: a take may purge dead waiters and take it
+    end
+    return 'check', pttl, redis.call('lindex', Q, 0)
+  end
   -- Check the counter now: purging dead waiters writes before a new hold's token would.
   -- (From here on the call takes a new hold or waits for one: at 2^53 it can have no token.)
   local bad, cur = counterBad(F, extra)

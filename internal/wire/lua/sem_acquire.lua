@@ -9,7 +9,10 @@
 -- ARGV[1] hold id (the request id of the Acquire call: every Acquire is a new hold)
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] request id (equal to the hold id; a hold that exists is this request's)
--- ARGV[4] mode: 'take' or 'resolve' (report whether the hold exists, change nothing)
+-- ARGV[4] mode: 'take', 'resolve' (report whether the hold exists, change nothing) or 'check':
+--         a waiter's look after it subscribed: as 'take' when its hold exists (granted);
+--         otherwise it writes nothing and replies {0, -2, 0} when a take could succeed (permits
+--         free, a lease ended, or anything a take must sort out), else {0, pttl, head, 0}
 -- ARGV[5] permits of the semaphore (at most 2^53, the integers Lua keeps exact: the library
 --         refuses more), stored and compared as given
 -- ARGV[6] n, permits this hold takes (1..permits)
@@ -69,6 +72,24 @@ local entry = queueEntry(id, req, ARGV[9], ARGV[6], ARGV[10])
 -- lone hold (see leases.lua).
 local got = redis.call('hmget', H, FIELD_KIND, FIELD_PERMITS, FIELD_USED, id, FIELD_LONE)
 mustBeKind(H, 'sem', got[1])
+if mode == 'check' and not got[4] then
+  if not got[1] or got[2] ~= ARGV[5] or n <= permits - math.max(tonumber(got[3] or '0'), 0) then
+    return {0, -2, 0}
+  end
+  local t, first = now(), nil
+  if got[5] then
+    first = loneEnd(H)
+  else
+    first = redis.call('zrange', L, 0, 0, 'WITHSCORES')[2]
+  end
+  if not first or tonumber(first) <= t then
+    return {0, -2, 0} -- a lease ended (or none is there): a take gives its permits back
+  end
+  if redis.call('lindex', Q, 0) == entry then
+    return {0, tonumber(first) - t, 1, 0}
+  end
+  return {0, tonumber(first) - t, 0, 0}
+end
 local stored = got[2]
 local t = now()
 -- Read the leases, the deadlines and the queue before any write (a key of the wrong type
