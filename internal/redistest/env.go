@@ -148,7 +148,7 @@ func (e *Env) checkClean() {
 var keyedCommands = map[string]int{
 	"GET": 1, "SET": 1, "DEL": -1, "EXISTS": -1, "TYPE": 1, "PTTL": 1, "PEXPIRE": 1, "PEXPIRETIME": 1,
 	"HGET": 1, "HGETALL": 1, "HKEYS": 1, "HDEL": 1, "LLEN": 1, "LRANGE": 1, "RPUSH": 1, "ZADD": 1,
-	"ZCARD": 1, "ZRANGE": 1, "ZREM": 1, "ZSCORE": 1,
+	"ZCARD": 1, "ZRANGE": 1, "ZREM": 1, "ZSCORE": 1, "DUMP": 1,
 	"KEYS": 1, // a pattern with a lock's hash tag: the node of that lock
 }
 
@@ -182,7 +182,7 @@ func (e *Env) Do(args ...string) rueidis.RedisResult {
 var readOnly = map[string]bool{
 	"GET": true, "EXISTS": true, "TYPE": true, "PTTL": true, "PEXPIRETIME": true, "HGET": true,
 	"HGETALL": true, "HKEYS": true, "LLEN": true, "LRANGE": true, "ZCARD": true, "ZRANGE": true,
-	"ZSCORE": true, "KEYS": true, "TIME": true,
+	"ZSCORE": true, "KEYS": true, "TIME": true, "DUMP": true,
 }
 
 // isRedisErr reports whether err is a reply of the server (not a transport error).
