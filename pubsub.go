@@ -36,9 +36,8 @@ func (t *subTable) subscribe(channel string, since time.Time) *subscription {
 		// Kept, but its connection broke meanwhile: rueidis subscribes again by itself, later
 		// and later after each break, so a fresh subscription serves a new waiter sooner.
 		t.unkeep(s)
-		t.retire(s)
-	}
-	if s := t.m[channel]; s != nil {
+		t.retire(s) // (removes it from t.m)
+	} else if s != nil {
 		if s.refs == 0 {
 			t.reuse(s)
 			s.dropStale(since)
