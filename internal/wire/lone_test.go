@@ -195,15 +195,15 @@ func TestLoneHold_spreadAtMillisecondEdge(t *testing.T) {
 		name: "semaphore", script: SemAcquire, keys: Keys.Sem, held: "X",
 		clock: "local t = now()\n-- Read the leases", moved: "spread(H, L, t, got[5])",
 		args: func(id, lease string) []string {
-			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take, Permits: "1", N: "1",
-				FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings()
+			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Take, Permits: "1",
+				N: "1", FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings()
 		},
 	}, {
 		name: "rw", script: RWAcquire, keys: Keys.RWAcquire, held: "r:X",
 		clock: "local t = now()\nlocal deadL = {}", moved: "spread(H, L, t, f[8])",
 		args: func(id, lease string) []string {
-			return RWAcquireArgs{Owner: id, LeaseMs: lease, Request: id + "-request", Mode: Take, Access: Read,
-				FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings()
+			return RWAcquireArgs{Owner: id, LeaseMs: lease, Request: id + "-request", Mode: Take,
+				Access: Read, FairWaitMs: "5000", Join: true, ClaimMs: "3000"}.Strings()
 		},
 	}}
 	for _, c := range cases {
@@ -224,16 +224,19 @@ func TestLoneHold_spreadAtMillisecondEdge(t *testing.T) {
   while us() < %d do end
 end
 `, 999-d)
-				require.Equal(t, int64(1), l.ints(c.script, c.keys(k), c.args("X", "2"))[0], "X takes it")
-				r, err := l.rc.Do(context.Background(), l.rc.B().Eval().Script(strings.Replace(src, c.moved, edge+c.moved, 1)).
-					Numkeys(int64(len(c.keys(k)))).Key(c.keys(k)...).Arg(c.args("Y", "5000")...).Build()).AsIntSlice()
+				keys := c.keys(k)
+				require.Equal(t, int64(1), l.ints(c.script, keys, c.args("X", "2"))[0], "X holds")
+				run := l.rc.B().Eval().Script(strings.Replace(src, c.moved, edge+c.moved, 1)).
+					Numkeys(int64(len(keys))).Key(keys...).Arg(c.args("Y", "5000")...).Build()
+				r, err := l.rc.Do(context.Background(), run).AsIntSlice()
 				require.NoError(t, err)
 				h := l.hash(k.Lock)
 				if _, lone := h[FieldLone]; !lone && len(h) > 0 {
 					spread++
 				}
 				if _, held := h[c.held]; held {
-					assert.NotEmpty(t, l.str("ZSCORE", k.Leases, c.held), "run %d (d=%d): X is held without a lease: %v %v", i, d, r, h)
+					assert.NotEmpty(t, l.str("ZSCORE", k.Leases, c.held),
+						"run %d (d=%d): X is held without a lease: %v %v", i, d, r, h)
 				}
 				l.int("DEL", k.Lock, k.Leases, k.Writers, k.Queue, k.Deadlines)
 			}

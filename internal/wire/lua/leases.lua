@@ -25,13 +25,12 @@ end
 -- none) into leases zset L at t, its lease end the hash's expiry (see loneEnd), so that the
 -- caller finds every hold there. A lease that ends by t is moved too, for the caller or the next
 -- script to drop as lapsed. L must outlive H (else the hold is left in H without a lease,
--- holding its permits for as long as H lives): it expires with H, but no sooner than
--- SPREAD_SLACK ms after t, since an expiry that has passed when PEXPIREAT looks at the clock
--- deletes the key at once (a relative PEXPIRE of 1ms did so whenever a millisecond began
--- between its two readings of the clock). Callers that then change the keys' expiry set L's
--- exactly (expireWith). A hash without expiry (edited) keeps the hold without a lease, as the
--- zset layout does a hold it has no entry for.
-local SPREAD_SLACK = 1000
+-- holding its permits for as long as H lives): it expires with H, but no sooner than a second
+-- after t, since an expiry that has passed when PEXPIREAT looks at the clock deletes the key at
+-- once (a relative PEXPIRE of 1ms did whenever a millisecond began between its two readings of
+-- the clock). Callers that change the keys' expiry then set L's exactly (expireWith). A hash
+-- without expiry (edited) keeps the hold without a lease, as the zset layout does a hold it has
+-- no entry for.
 local function spread(H, L, t, lone)
   if not lone then
     return
@@ -40,7 +39,7 @@ local function spread(H, L, t, lone)
   redis.call('hdel', H, FIELD_LONE)
   if at then
     redis.call('zadd', L, at, lone)
-    redis.call('pexpireat', L, math.max(at, t + SPREAD_SLACK))
+    redis.call('pexpireat', L, math.max(at, t + 1000))
   end
 end
 
