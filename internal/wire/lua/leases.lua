@@ -24,8 +24,11 @@ end
 -- spread moves the lone hold lone (FIELD_LONE of hash H, as the caller read it; nil or false:
 -- none) into leases zset L at t, its lease end the hash's expiry (see loneEnd), so that the
 -- caller finds every hold there. A lease that ends by t is moved too, for the caller or the next
--- script to drop as lapsed: L lives at least 1ms (an expiry in the past would delete L, and the
--- hold would be left in H without a lease, holding its permits for as long as H lives). A hash
+-- script to drop as lapsed. L must outlive H (else the hold is left in H without a lease,
+-- holding its permits for as long as H lives): it expires with H, but no sooner than a second
+-- after t, since an expiry that has passed when PEXPIREAT looks at the clock deletes the key at
+-- once (a relative PEXPIRE of 1ms did whenever a millisecond began between its two readings of
+-- the clock). Callers that change the keys' expiry then set L's exactly (expireWith). A hash
 -- without expiry (edited) keeps the hold without a lease, as the zset layout does a hold it has
 -- no entry for.
 local function spread(H, L, t, lone)
@@ -36,7 +39,7 @@ local function spread(H, L, t, lone)
   redis.call('hdel', H, FIELD_LONE)
   if at then
     redis.call('zadd', L, at, lone)
-    redis.call('pexpire', L, math.max(at - t, 1))
+    redis.call('pexpireat', L, math.max(at, t + 1000))
   end
 end
 
@@ -52,6 +55,9 @@ end
 -- expireWith gives hash H and leases zset L the expiry of the latest lease in L, or at least
 -- floor ms (waiters that keep H alive; 0: none), or deletes both when nothing is left. last:
 -- L's latest lease as ZRANGE L -1 -1 WITHSCORES returns it, if the caller read it already.
+-- Both get the same instant (PEXPIREAT, not PEXPIRE: that reads the clock twice, and a key
+-- whose new expiry has passed by the second reading is deleted at once), L first: should the
+-- instant have passed by then, L is deleted and so is H after it, never H left without L.
 local function expireWith(H, L, t, floor, last)
   last = last or redis.call('zrange', L, -1, -1, 'WITHSCORES')
   local ms = floor
@@ -62,8 +68,8 @@ local function expireWith(H, L, t, floor, last)
     redis.call('del', H, L)
     return
   end
-  redis.call('pexpire', H, ms)
   if last[2] then
-    redis.call('pexpire', L, ms)
+    redis.call('pexpireat', L, t + ms)
   end
+  redis.call('pexpireat', H, t + ms)
 end

@@ -160,9 +160,10 @@ if got[1] and stored == ARGV[5] and #deadL == 0 and not purged then
   -- were it edited away, the next release's keepSem sets it again), so GT alone does, and
   -- only when the hash's expiry (which the leases share) ends before this place: a hold's
   -- lease usually outlives a place.
+  -- (L first, at one instant: see expireWith.)
   if join and redis.call('pttl', H) < wait then
-    redis.call('pexpire', H, wait, 'GT')
-    redis.call('pexpire', L, wait, 'GT')
+    redis.call('pexpireat', L, t + wait, 'GT')
+    redis.call('pexpireat', H, t + wait, 'GT')
   end
 else
   keepSem(H, L, Q, D, t, used, permits)
