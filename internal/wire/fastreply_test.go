@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,9 +67,11 @@ func TestFastPaths_answerIntegers(t *testing.T) {
 	})
 
 	t.Run("an unexpected integer", func(t *testing.T) {
-		_, err := Acquire.Ints(l.do("ECHO", "2"))
-		assert.Error(t, err, "ECHO answers a string, not an integer array")
-		_, err = Acquire.Ints(l.do("STRLEN", "nokey-fast"))
+		key := l.Prefix + ":{fastx}"
+		ctx := context.Background()
+		_, err := Acquire.Ints(l.rc.Do(ctx, l.rc.B().Type().Key(key).Build()))
+		assert.Error(t, err, "TYPE answers a status, not an integer array")
+		_, err = Acquire.Ints(l.rc.Do(ctx, l.rc.B().Strlen().Key(key).Build()))
 		assert.Error(t, err, "an acquire's integer other than 1")
 	})
 }
