@@ -64,9 +64,9 @@ func (*fairMutexKind) style(access) waitStyle {
 func (k *fairMutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.core.eval(ctx, r.conn, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
+	reply, err := wire.FairAcquire.Ints(lk.core.eval(ctx, r.conn, wire.FairAcquire, k.acquireKeys, wire.FairAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Fencing: lk.fencing,
-		FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs, Label: r.label}.Strings()).AsIntSlice()
+		FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs, Label: r.label}.Strings()))
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -75,8 +75,8 @@ func (k *fairMutexKind) acquire(ctx context.Context, r request) (attempt, error)
 
 func (k *fairMutexKind) release(ctx context.Context, owner string, _ access, req string) (releaseReply, error) {
 	c := k.lk.core
-	r, err := c.variant(wire.FairRelease).Exec(ctx, c.rc, k.releaseKeys,
-		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()).AsIntSlice()
+	r, err := wire.FairRelease.Ints(c.variant(wire.FairRelease).Exec(ctx, c.rc, k.releaseKeys,
+		wire.FairReleaseArgs{Owner: owner, Request: req}.Strings()))
 	if err != nil {
 		return releaseReply{}, err
 	}

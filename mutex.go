@@ -43,9 +43,9 @@ func (*mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 func (k *mutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.core.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
+	reply, err := wire.Acquire.Ints(lk.core.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
 		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode],
-			Label: r.label}.Strings()).AsIntSlice()
+			Label: r.label}.Strings()))
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -55,8 +55,8 @@ func (k *mutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 func (k *mutexKind) release(ctx context.Context, owner string, _ access, req string) (releaseReply, error) {
 	c := k.lk.core
 	sent := time.Now()
-	r, err := c.variant(wire.Release).Exec(ctx, c.rc, k.releaseKeys,
-		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()).AsIntSlice()
+	r, err := wire.Release.Ints(c.variant(wire.Release).Exec(ctx, c.rc, k.releaseKeys,
+		wire.ReleaseArgs{Owner: owner, Request: req, Message: wire.UnlockMessage}.Strings()))
 	if err != nil {
 		return releaseReply{}, err
 	}

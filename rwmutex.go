@@ -97,10 +97,10 @@ func (k *rwKind) style(a access) waitStyle {
 func (k *rwKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.core.eval(ctx, r.conn, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
+	reply, err := wire.RWAcquire.Ints(lk.core.eval(ctx, r.conn, wire.RWAcquire, k.acquireKeys, wire.RWAcquireArgs{
 		Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Access: rwAccessArg[r.access],
 		Fencing: lk.fencing, FairWaitMs: lk.core.fairWaitMs, Join: r.join, Fair: k.fair, ClaimMs: lk.claimMs,
-		Label: r.label}.Strings()).AsIntSlice()
+		Label: r.label}.Strings()))
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -114,8 +114,8 @@ func (k *rwKind) acquire(ctx context.Context, r request) (attempt, error) {
 func (k *rwKind) release(ctx context.Context, owner string, a access, req string) (releaseReply, error) {
 	c := k.lk.core
 	sent := time.Now()
-	r, err := c.variant(wire.RWRelease).Exec(ctx, c.rc, k.releaseKeys,
-		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()).AsIntSlice()
+	r, err := wire.RWRelease.Ints(c.variant(wire.RWRelease).Exec(ctx, c.rc, k.releaseKeys,
+		wire.RWReleaseArgs{Owner: owner, Request: req, Access: rwAccessArg[a], Fair: k.fair}.Strings()))
 	if err != nil {
 		return releaseReply{}, err
 	}

@@ -63,10 +63,10 @@ func (*semKind) style(access) waitStyle {
 func (k *semKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
-	reply, err := lk.core.eval(ctx, r.conn, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
+	reply, err := wire.SemAcquire.Ints(lk.core.eval(ctx, r.conn, wire.SemAcquire, k.keys, wire.SemAcquireArgs{
 		Hold: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode], Permits: k.permits,
 		N: strconv.FormatInt(r.n, 10), FairWaitMs: lk.core.fairWaitMs, Join: r.join, ClaimMs: lk.claimMs,
-		Label: r.label}.Strings()).AsIntSlice()
+		Label: r.label}.Strings()))
 	if err != nil {
 		return a, lk.redisErr("acquire", err)
 	}
@@ -85,7 +85,8 @@ func (k *semKind) permitsErr(stored int64) error {
 
 func (k *semKind) release(ctx context.Context, owner string, _ access, _ string) (releaseReply, error) {
 	c := k.lk.core
-	r, err := c.variant(wire.SemRelease).Exec(ctx, c.rc, k.keys, wire.SemReleaseArgs{Hold: owner}.Strings()).AsIntSlice()
+	r, err := wire.SemRelease.Ints(c.variant(wire.SemRelease).Exec(ctx, c.rc, k.keys,
+		wire.SemReleaseArgs{Hold: owner}.Strings()))
 	if err != nil {
 		return releaseReply{}, err
 	}

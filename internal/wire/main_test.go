@@ -42,7 +42,7 @@ func (l *lab) exec(s Script, keys, args []string) rueidis.RedisResult {
 // ints runs s and returns its integer array reply.
 func (l *lab) ints(s Script, keys, args []string) []int64 {
 	l.t.Helper()
-	r, err := l.exec(s, keys, args).AsIntSlice()
+	r, err := s.Ints(l.exec(s, keys, args))
 	require.NoError(l.t, err)
 	return r
 }

@@ -393,8 +393,8 @@ return out`
 	b := g.keys[1]
 	run(func(round int) error {
 		req := fmt.Sprintf("rqxx%010d", round)
-		r, err := l.exec(FairAcquire, b.FairAcquire(), FairAcquireArgs{Owner: "X", LeaseMs: "10000", Request: req, Mode: Take,
-			FairWaitMs: multiWaitMs, Join: true, ClaimMs: "0"}.Strings()).AsIntSlice()
+		r, err := FairAcquire.Ints(l.exec(FairAcquire, b.FairAcquire(), FairAcquireArgs{Owner: "X", LeaseMs: "10000",
+			Request: req, Mode: Take, FairWaitMs: multiWaitMs, Join: true, ClaimMs: "0"}.Strings()))
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,8 @@
 -- Returns {remaining holds of that kind, clients woken, remaining holds of both kinds}; -1 as
 -- the first element: the owner held none of that kind (nothing is written but lapsed holds and
 -- waiters whose place ran out).
+-- The fast path answers {0, n, 0} as the integer n (an integer costs Redis less to answer than a
+-- table; see Script.Ints).
 -- fast path {
 -- The owner's last hold is the lone one (see leases.lua: live while the hash exists) and
 -- (fair) nobody queues: the keys go, before any helper is made (see scripts.go); not a repeat
@@ -29,12 +31,12 @@ if FAST_GOT[1] == 'rw' and FAST_GOT[2] == '1' and FAST_GOT[7] == ARGV[3] .. ':' 
     (not FAST_GOT[3] or string.match(FAST_GOT[3], '^(.*):%d+$') ~= ARGV[2]) then
   if ARGV[4] ~= 'fair' then
     redis.call('del', KEYS[1], KEYS[2])
-    return {0, redis.call(PUBLISH, KEYS[6], ARGV[3] == 'w' and '*' or '0'), 0}
+    return redis.call(PUBLISH, KEYS[6], ARGV[3] == 'w' and '*' or '0') -- {0, n, 0}, see Script.Ints
   end
   FAST_QUEUED = redis.call('exists', KEYS[4], KEYS[5])
   if FAST_QUEUED == 0 then
     redis.call('del', KEYS[1], KEYS[2])
-    return {0, 0, 0}
+    return 0 -- {0, 0, 0}, see Script.Ints
   end
 end
 -- } fast path

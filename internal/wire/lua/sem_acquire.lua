@@ -33,6 +33,8 @@
 -- {0, pttl, head, joined} when not (pttl: until the first lease ends, -2: none; head 1: the
 -- caller is next; joined 1: this call put its entry in the queue), or {-3, permits stored} when the semaphore is in use with another permit count
 -- (nothing is written).
+-- The fast path answers {1, 1, 0} as the integer 1 (an integer costs Redis less to answer than a
+-- table; see Script.Ints).
 -- fast path {
 -- None of the semaphore's keys exists (one EXISTS for all): every permit is free and nobody
 -- waits; the hold is a lone hold (see leases.lua), written before any helper is made (see
@@ -44,7 +46,7 @@ if GRACE == 0 and ARGV[4] == 'take' and (ARGV[10] or '') == '' then
     redis.call('hset', KEYS[1], ARGV[1], ARGV[6], FIELD_KIND, 'sem', FIELD_PERMITS, ARGV[5], FIELD_USED, ARGV[6],
       FIELD_LONE, ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[2])
-    return {1, 1, 0}
+    return 1 -- {1, 1, 0}, see Script.Ints
   end
 end
 -- } fast path
