@@ -228,7 +228,7 @@ end
 				require.Equal(t, int64(1), l.ints(c.script, keys, c.args("X", "2"))[0], "X holds")
 				run := l.rc.B().Eval().Script(strings.Replace(src, c.moved, edge+c.moved, 1)).
 					Numkeys(int64(len(keys))).Key(keys...).Arg(c.args("Y", "5000")...).Build()
-				r, err := l.rc.Do(context.Background(), run).AsIntSlice()
+				r, err := c.script.Ints(l.rc.Do(context.Background(), run))
 				require.NoError(t, err)
 				h := l.hash(k.Lock)
 				if _, lone := h[FieldLone]; !lone && len(h) > 0 {
