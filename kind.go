@@ -88,6 +88,10 @@ type request struct {
 	value  string // what observers see while the candidate leads (an election's Campaign)
 	label  string // the label of the hold and the wait (WithLabel); "": none
 	join   bool   // join (or stay in) the queue if the lock is not free
+	// answered: an earlier attempt of this call got a reply and none lost one, so, for an owner
+	// made for the call (owner == id), the request has not run and nobody else holds as the
+	// owner: a plain Mutex's attempt need not read the hash (wire.TakeNew).
+	answered bool
 	// conn, if not nil, is the connection the script must run on (see core.eval).
 	conn rueidis.DedicatedClient
 }

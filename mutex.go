@@ -43,8 +43,12 @@ func (*mutexKind) style(access) waitStyle { return waitStyle{wake: wakeOne} }
 func (k *mutexKind) acquire(ctx context.Context, r request) (attempt, error) {
 	lk := k.lk
 	a := attempt{sent: time.Now()}
+	mode := modeArg[r.mode]
+	if r.mode == takeLock && r.answered && r.owner == r.id {
+		mode = wire.TakeNew // a retry of an owner made for the call: nobody holds as it
+	}
 	reply, err := wire.Acquire.Ints(lk.core.eval(ctx, r.conn, wire.Acquire, k.acquireKeys,
-		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: modeArg[r.mode],
+		wire.AcquireArgs{Owner: r.owner, LeaseMs: lk.leaseMs, Request: r.id, Mode: mode,
 			Label: r.label}.Strings()))
 	if err != nil {
 		return a, lk.redisErr("acquire", err)

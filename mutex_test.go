@@ -3,13 +3,16 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rlock-go/rlock"
+	"github.com/rlock-go/rlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -581,4 +584,66 @@ func TestMutex_joinerSleepsAtMostTheLease(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the first waiter never got the lock")
 	}
+}
+
+// acquireModes makes p count the plain Mutex acquire attempts on key by mode (ARGV[4]); it
+// never fires.
+func acquireModes(p *redistest.Proxy, key string) func() map[string]int64 {
+	isAttempt := matchScript("acquire.lua", key)
+	var mu sync.Mutex
+	modes := map[string]int64{}
+	p.DropRequest(func(cmd []string) bool {
+		if isAttempt(cmd) {
+			if n, err := strconv.Atoi(cmd[2]); err == nil && len(cmd) > 3+n+3 {
+				mu.Lock()
+				modes[cmd[3+n+3]]++
+				mu.Unlock()
+			}
+		}
+		return false
+	})
+	return func() map[string]int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(modes)
+	}
+}
+
+// TestMutex_retriesOfAFreshOwnerReadLess: a waiter whose owner was made for its call (no
+// WithOwner) retries in mode "takenew" once an attempt was answered: the lock that is there is
+// another owner's, so the script reads only its PTTL (one call inside Redis, not two). Its first
+// attempt is a full one (it type-checks the key), and a waiter with an owner of its own (which
+// may hold the lock elsewhere, re-entering) always makes full ones. Pub/sub and spin.
+func TestMutex_retriesOfAFreshOwnerReadLess(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+		for _, own := range []bool{false, true} {
+			t.Run(map[bool]string{false: "fresh", true: "WithOwner"}[own], func(t *testing.T) {
+				e := newEnv(t)
+				p := e.newProxy()
+				key := e.LockKey("fresh")
+				waiter := e.through(p).client(rlock.Options{Wait: wait}).NewMutex("fresh")
+				holder := e.client(rlock.Options{}).NewMutex("fresh")
+				modes := acquireModes(p, key)
+				ctx := bg
+				if own {
+					ctx = rlock.WithOwner(bg, rlock.NewOwnerID())
+				}
+				h, err := holder.Lock(bg)
+				require.NoError(t, err)
+				got := goAcquire(func() (context.Context, error) { return waiter.Lock(ctx) })
+				requireNone(t, 150*time.Millisecond, "behind the hold", got)
+				require.NoError(t, holder.Unlock(h))
+				wh := requireGranted(t, got, time.Second, "woken by the release")
+				require.NoError(t, waiter.Unlock(wh))
+				m := modes()
+				t.Logf("attempts by mode: %v", m)
+				if own {
+					assert.Zero(t, m["takenew"], "an owner of its own may hold elsewhere: full attempts")
+					return
+				}
+				assert.EqualValues(t, 1, m["take"], "the first attempt is a full one")
+				assert.Positive(t, m["takenew"], "its retries read less")
+			})
+		}
+	})
 }

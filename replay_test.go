@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +112,33 @@ func TestReplay_lostAcquire(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A waiter's retry whose reply is lost after it took the lock (its earlier attempts were
+// answered: the lock was held) is replayed as a full attempt, which finds the hold: the call
+// returns with the hold counted once, not after its own lease. (A plain Mutex's waiter with an
+// owner made for the call retries without reading the hash, wire.TakeNew, only until a reply
+// is lost.) The kinds whose waiters are woken and retry; a queued kind's release grants.
+func TestReplay_lostRetryReply(t *testing.T) {
+	eachProxied(t, rlock.Options{}, func(t *testing.T, e *env, p *redistest.Proxy, k lockKind, subject, direct lockOps) {
+		if k.queued {
+			t.Skip("a release grants the lock to the queued waiter: no retry to lose")
+		}
+		h0, err := direct.conflict(0)
+		require.NoError(t, err)
+		var released atomic.Bool
+		match := matchScript(k.acquireScript, e.LockKey("k"))
+		p.DropReply(func(cmd []string) bool { return released.Load() && match(cmd) })
+		got := goAcquire(func() (context.Context, error) { return subject.lock(bg) })
+		requireNone(t, 150*time.Millisecond, "behind the hold", got)
+		released.Store(true)
+		require.NoError(t, direct.conflictRelease(h0))
+		h := requireGranted(t, got, 5*time.Second, "the retry whose reply was lost is replayed")
+		require.EqualValues(t, 1, p.Fired(), "the fault fired")
+		assert.Equal(t, unit(k), held(t, direct, h), "Redis counts the hold once")
+		require.NoError(t, subject.release(h))
+		requireNothingHeld(t, e, "one release gave everything back")
+	})
 }
 
 // A second hold through the hold context (a re-entry; a new hold of the semaphore) whose

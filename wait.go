@@ -41,6 +41,9 @@ type waiter struct {
 	// lastErr is the transport error of the last attempt, if it could not reach Redis (nil
 	// once an attempt got a reply): the error of a call that ends without a hold wraps it.
 	lastErr error
+	// answered: an attempt got a reply; lost: one got a transport error (it may have run).
+	// Until one is lost, a later attempt knows the request has not run (request.answered).
+	answered, lost bool
 	// over: a Redis call of this call was left in flight (see bound.go), or its lane was not
 	// free within its bound: its end has passed, and it makes no more attempts.
 	over bool
@@ -75,6 +78,7 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	w.tried = true
 	w.r.mode = mode
+	w.r.answered = w.answered && !w.lost
 	r := w.r
 	sh, lk, l := w.sh, w.lk, w.lane
 	var a attempt
@@ -86,7 +90,9 @@ func (w *waiter) run(mode int) (attempt, error) {
 	}
 	w.lastErr = nil
 	if isTransport(err) {
-		w.lastErr = attemptErr(err)
+		w.lastErr, w.lost = attemptErr(err), true
+	} else if err == nil {
+		w.answered = true
 	}
 	if err == nil && !a.acquired {
 		w.blocked = true

@@ -13,7 +13,10 @@ type Mode string
 
 // Modes of an acquire attempt.
 const (
-	Take    Mode = "take"    // take a free lock or re-enter
+	Take Mode = "take" // take a free lock or re-enter
+	// TakeNew is Take for an owner made for the request whose earlier attempts were all
+	// answered (acquire.lua only): a lock that is there is another owner's; one call less.
+	TakeNew Mode = "takenew"
 	Reenter Mode = "reenter" // re-enter a hold the owner has; leave a free lock to the waiters
 	Resolve Mode = "resolve" // report whether the request ran (and took a hold); change nothing
 	// Look is a queued waiter's look once it has subscribed (fair_acquire.lua and

@@ -179,6 +179,8 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 		}
 		require.Equal(t, int64(1), l.ints(Acquire, k.Acquire(false), attempt("A"))[0])
 		calls(t, Acquire, k.Acquire(false), attempt("B"), 2, "PTTL, HMGET")
+		retry := AcquireArgs{Owner: "B", LeaseMs: lease, Request: "B", Mode: TakeNew}.Strings()
+		calls(t, Acquire, k.Acquire(false), retry, 1, "a retry of an owner made for its call: PTTL")
 	})
 
 	t.Run("fair", func(t *testing.T) {

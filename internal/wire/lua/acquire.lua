@@ -8,7 +8,12 @@
 --         same request sent again (after a lost reply) finds it and takes nothing more.
 -- ARGV[4] mode: 'take' takes a free lock or re-enters; 'reenter' re-enters only and leaves a
 --         free lock to the waiters (reply {0, -2}); 'resolve' changes nothing and reports
---         whether the request already ran (acquired) or not ({0, -2}).
+--         whether the request already ran (acquired) or not ({0, -2}); 'takenew' is 'take'
+--         for an owner made for this request (owner id = request id) after an earlier attempt
+--         of the request was answered and none was lost: nobody else can hold as that owner,
+--         and the request has not run, so a lock that is there is another owner's and its
+--         hash is not read (a waiter's retry: PTTL alone; the first attempt, a 'take', has
+--         type-checked the key).
 -- ARGV[5] label of the hold (optional; '' or none: unlabelled), see labelHold in lib.lua
 -- Returns {1, hold count, token} when acquired or re-entered (token 0 without fencing; a
 -- re-entry keeps the hold's token), or {0, pttl} when another owner holds it (pttl -1: the
@@ -21,7 +26,7 @@
 -- A free lock taken without fencing, before any helper is made (see scripts.go), as takeHold
 -- does it (record field: lib.lua's marker); FAST_PTTL keeps PTTL's answer for plainRead.
 local FAST_PTTL
-if GRACE == 0 and ARGV[4] == 'take' and not KEYS[2] and (ARGV[5] or '') == '' then
+if GRACE == 0 and (ARGV[4] == 'take' or ARGV[4] == 'takenew') and not KEYS[2] and (ARGV[5] or '') == '' then
   FAST_PTTL = redis.call('pttl', KEYS[1])
   if FAST_PTTL == -2 then
     if ARGV[1] == ARGV[3] then

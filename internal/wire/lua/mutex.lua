@@ -69,12 +69,14 @@ end
 --   'wait', pttl: another owner holds it for pttl ms (-1: no expiry), or it is free and a
 --   restart grace has pttl ms to run (see graceLeft).
 -- A hash of another kind raises WRONGTYPE. known: H's PTTL, if the caller read it (a fast path).
+-- Mode 'takenew' is 'take' for an owner made for request req that cannot hold H (see
+-- acquire.lua): a lock that is there is another owner's, and the hash is not read.
 local function plainRead(H, owner, req, mode, known)
   -- PTTL answers both questions a failed attempt asks: is the lock there (-2: no) and how long
   -- its lease runs; it type-checks nothing, so the HMGET below raises WRONGTYPE for a non-hash.
   local pttl = known or redis.call('pttl', H)
   if pttl == -2 then
-    if mode ~= 'take' then
+    if mode ~= 'take' and mode ~= 'takenew' then
       return 'none'
     end
     local grace = graceLeft()
@@ -82,6 +84,9 @@ local function plainRead(H, owner, req, mode, known)
       return 'wait', grace -- a restarted server: look again when its grace has passed
     end
     return 'free'
+  end
+  if mode == 'takenew' then
+    return 'wait', pttl
   end
   local held, n = readHold(H, owner, req)
   if n then
