@@ -102,8 +102,10 @@ const (
 	reenterOnly        // re-enter a hold the owner has; leave a free lock to the waiters
 	resolveOnly        // report whether request req ran (and took a hold); change nothing
 	// checkOnly: a queued waiter's first look after it subscribed (waitStyle.checks): a grant
-	// or a request that ran is taken as by takeLock; otherwise nothing is written, and pttl
-	// -2 says that a takeLock attempt could succeed.
+	// or a request that ran is taken as by takeLock; otherwise nothing is written, and a pttl
+	// of 0 says that a takeLock attempt could succeed, or must join the queue again (the
+	// call's place is gone: a grant may have come and gone); any other pttl, that the lock is
+	// another owner's and the place is there.
 	checkOnly
 )
 

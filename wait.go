@@ -275,9 +275,11 @@ func (w *waiter) queue(a attempt, err error) (attempt, error) {
 				return a, nil
 			}
 			if err == nil {
+				// The look found the call's place there, or it answers 0 (see checkOnly): no
+				// grant for it came before the look, as for an attempt (see granted).
 				queued = a.sent
 			}
-			if err != nil || a.pttl != -2 {
+			if err != nil || a.pttl != 0 {
 				continue // it found the lock held (or could not tell): sleep as after an attempt
 			}
 		}

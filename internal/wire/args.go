@@ -21,7 +21,7 @@ const (
 	Resolve Mode = "resolve" // report whether the request ran (and took a hold); change nothing
 	// Look is a queued waiter's look once it has subscribed (fair_acquire.lua and
 	// sem_acquire.lua): as Take when the request ran or was granted; otherwise it writes
-	// nothing, and replies pttl -2 when a Take could succeed.
+	// nothing, and replies pttl -2 when a Take could succeed or must join the queue again.
 	Look Mode = "check"
 )
 

@@ -212,8 +212,9 @@ func TestFairScripts(t *testing.T) {
 
 // TestFairScripts_look: a waiter's look after it subscribed (mode Look) writes nothing when the
 // lock is held by another owner and tells its pttl and whether the waiter heads the queue; says
-// pttl -2 (a full attempt could succeed) for a free lock or one the owner holds; and finds a
-// grant made for its request, as a full attempt would.
+// pttl -2 (a full attempt could succeed, or must join again) for a free lock, one the owner
+// holds, or a caller without a place; and finds a grant made for its request, as a full
+// attempt would.
 func TestFairScripts_look(t *testing.T) {
 	f := newFairLab(t)
 	look := func(owner, req string) []int64 {
@@ -247,6 +248,9 @@ func TestFairScripts_look(t *testing.T) {
 	assert.Equal(t, before, state(), "looks write nothing")
 	assert.Equal(t, []int64{0, -2, 0}, look("H", "scripttest0h9"), "the owner holds it: a full attempt re-enters")
 	assert.Equal(t, before, state())
+	assert.Equal(t, []int64{0, -2, 0}, look("C", "scripttest0c1"),
+		"no place (a grant for it may have come and gone): a full attempt joins again")
+	assert.Equal(t, before, state())
 
 	// The release grants the lock to A; A's look finds the grant as its attempt would.
 	assert.Equal(t, int64(0), f.release("H", "r1"))
@@ -260,9 +264,10 @@ func TestFairScripts_look(t *testing.T) {
 }
 
 // TestSemScripts_look: a Semaphore waiter's look after it subscribed (mode Look) writes nothing
-// while the permits are out, telling the first lease's end and whether it heads the queue;
-// says pttl -2 when a full attempt could take permits (free, or a lease ended); and finds a
-// hold granted to it, as a full attempt would.
+// while the permits are out and its place is there, telling the first lease's end and whether
+// it heads the queue; says pttl -2 when a full attempt could take permits (free, or a lease
+// ended) or must join again (no place); and finds a hold granted to it, as a full attempt
+// would.
 func TestSemScripts_look(t *testing.T) {
 	l := newLab(t)
 	k := l.keys("semlook")
@@ -285,20 +290,19 @@ func TestSemScripts_look(t *testing.T) {
 	assert.Equal(t, []int64{0, -2, 0}, look("A"), "free: a full attempt could succeed")
 	assert.Zero(t, l.int(append([]string{"EXISTS"}, k.Sem()[:4]...)...), "a look takes nothing")
 
-	// X holds the permit alone (its lease the hash's expiry), then with A queued.
+	// X holds the permit alone (its lease the hash's expiry); A, not queued, has no place.
 	require.Equal(t, int64(1), take("X", "10000")[0])
 	before := state()
-	r := look("A")
-	assert.Equal(t, int64(0), r[0])
-	assert.InDelta(t, 10000, r[1], 200, "X's lease, read from the hash's expiry")
+	assert.Equal(t, []int64{0, -2, 0}, look("A"), "no place: a full attempt joins")
 	assert.Equal(t, before, state(), "a look writes nothing")
 	require.Equal(t, int64(0), take("A", "10000")[0])
 	require.Equal(t, int64(0), take("B", "10000")[0])
 	before = state()
-	r = look("A")
+	r := look("A")
 	assert.InDelta(t, 10000, r[1], 200, "X's lease, read from the leases")
 	assert.Equal(t, []int64{0, 1, 0}, []int64{r[0], r[2], r[3]}, "A heads the queue")
 	assert.Equal(t, []int64{0, 0}, []int64{look("B")[0], look("B")[2]}, "B is behind A")
+	assert.Equal(t, []int64{0, -2, 0}, look("C"), "no place: a full attempt joins again")
 	assert.Equal(t, before, state(), "looks write nothing")
 
 	// X's release grants the permit to A; A's look finds its hold as a take would.

@@ -198,7 +198,7 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 			return FairAcquireArgs{Owner: owner, LeaseMs: lease, Request: owner, Mode: Look, FairWaitMs: wait, Join: true,
 				ClaimMs: "3000"}.Strings()
 		}
-		calls(t, FairAcquire, k.FairAcquire(), look("B"), 4, "a waiter's check after it subscribed: EXISTS HMGET PTTL LINDEX")
+		calls(t, FairAcquire, k.FairAcquire(), look("B"), 5, "a waiter's check after it subscribed: EXISTS HMGET PTTL LINDEX ZSCORE")
 		calls(t, FairRelease, k.FairRelease(), FairReleaseArgs{Owner: "A", Request: "r1"}.Strings(), 11, "a release that grants")
 		calls(t, FairAcquire, k.FairAcquire(), look("B"), 3, "a check that finds its grant: EXISTS HMGET PTTL")
 		r := l.ints(FairAcquire, k.FairAcquire(), attempt("B"))
@@ -251,7 +251,7 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Look, Permits: "1", N: "1", FairWaitMs: wait,
 				Join: true, ClaimMs: "3000"}.Strings()
 		}
-		calls(t, SemAcquire, k.Sem(), look("B"), 5, "a waiter's check after it subscribed: EXISTS HMGET TIME ZRANGE LINDEX")
+		calls(t, SemAcquire, k.Sem(), look("B"), 6, "a waiter's check after it subscribed: EXISTS HMGET TIME ZRANGE ZSCORE LINDEX")
 		// the grant's hold written with the permits in use (one HSET); no EXISTS of the queue
 		calls(t, SemRelease, k.Sem(), SemReleaseArgs{Hold: "A"}.Strings(), 16, "a release that grants")
 		r := l.ints(SemAcquire, k.Sem(), attempt("B"))

@@ -11,7 +11,8 @@
 -- ARGV[4] mode, as in acquire.lua ('reenter' acts as 'take': a fair lock is never left free),
 --         or 'check': a waiter's look after it subscribed, writing nothing unless it finds its
 --         request ran or was granted (then as 'take'); reply {0, -2, 0} when a take could
---         succeed or re-enter, {0, pttl, head, 0} when the lock is held by another owner
+--         succeed or re-enter, or must join again (the caller's place is gone), {0, pttl, head,
+--         0} (pttl >= 1 or -1) when the lock is another owner's and the caller's place is there
 -- ARGV[5] '1' to issue a fencing token for a new hold
 -- ARGV[6] FairWaitTimeout in milliseconds: a waiter's deadline is its last call plus this
 -- ARGV[7] 'wait' to join the queue (or refresh the caller's deadline there), 'try' never to join
@@ -73,6 +74,15 @@ elseif what == 'bad' then
 elseif what == 'none' then
   return {0, -2, 0}
 elseif what == 'check' then
+  -- A look proves that no grant for this call came before it only while the call's place is
+  -- there (a grant takes it): without it, a grant may have come and gone (its claim ran out),
+  -- and a take must join again.
+  if not redis.call('zscore', a.D, a.entry) then
+    return {0, -2, 0}
+  end
+  if x == 0 then
+    x = 1 -- its last millisecond: still held (pttl -2 alone says a take could succeed)
+  end
   local me = 0
   if head == a.entry then
     me = 1

@@ -12,7 +12,8 @@
 -- ARGV[4] mode: 'take', 'resolve' (report whether the hold exists, change nothing) or 'check':
 --         a waiter's look after it subscribed: as 'take' when its hold exists (granted);
 --         otherwise it writes nothing and replies {0, -2, 0} when a take could succeed (permits
---         free, a lease ended, or anything a take must sort out), else {0, pttl, head, 0}
+--         free, a lease ended, or anything a take must sort out, such as the caller's place
+--         gone), else {0, pttl, head, 0}
 -- ARGV[5] permits of the semaphore (at most 2^53, the integers Lua keeps exact: the library
 --         refuses more), stored and compared as given
 -- ARGV[6] n, permits this hold takes (1..permits)
@@ -86,6 +87,9 @@ if mode == 'check' and not got[4] then
   end
   if not first or tonumber(first) <= t then
     return {0, -2, 0} -- a lease ended (or none is there): a take gives its permits back
+  end
+  if not redis.call('zscore', D, entry) then
+    return {0, -2, 0} -- no place: a grant may have come and gone; a take joins again
   end
   if redis.call('lindex', Q, 0) == entry then
     return {0, tonumber(first) - t, 1, 0}
