@@ -315,6 +315,9 @@ func (w *waiter) seen(a attempt, err error) time.Time {
 // by it (acquired) or, gone by then, made it join again (joins 2). A grant from an earlier
 // entry (a grant whose claim ran out while its message was on the way, then a new place) is
 // never taken so. A grant whose claim would already have ended here is left to the attempt too.
+// A look (checkOnly) counts as a later attempt because it finds grants as an attempt does and,
+// when the call's place is gone, answers that a take must join again (pttl 0): any new kind of
+// request here must do both.
 func (w *waiter) granted(grant string, queued time.Time) (attempt, bool) {
 	g, ok := wire.ParseGrant(grant)
 	if !ok || g.Request != w.r.id || w.joins != 1 {
