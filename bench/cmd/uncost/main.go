@@ -609,13 +609,7 @@ if h == ARGV[1] then redis.call('del', KEYS[1]) return {0, redis.call('publish',
 	lc, err := rlock.New(rc, rlock.Options{})
 	must(err)
 	m := lc.NewMutex("lib", rlock.WithWait(rlock.PubSub()))
-	cs = append(cs, contender{name: "lib", setup: none, op: func(ctx context.Context) error {
-		h, err := m.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		return m.Unlock(h)
-	}})
+	cs = append(cs, libContender("lib", m.Lock, m.Unlock))
 	m2 := lc.NewMutex("libnd")
 	cs = append(cs, contender{name: "lib-nodeadline", setup: none, op: func(context.Context) error {
 		h, err := m2.Lock(context.Background())
@@ -645,13 +639,7 @@ if h == ARGV[1] then redis.call('del', KEYS[1]) return {0, redis.call('publish',
 	cs = append(cs, evalPair("raw-fair", fa, fr, rc, fairArgs("rlock:{rawfair}")))
 	cs = append(cs, fcallPair("fcall-fair", fa, fr, rc, fairArgs("rlock:{fcfair}")))
 	fm := lc.NewFairMutex("libfair")
-	cs = append(cs, contender{name: "lib-fair", setup: none, op: func(ctx context.Context) error {
-		h, err := fm.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		return fm.Unlock(h)
-	}})
+	cs = append(cs, libContender("lib-fair", fm.Lock, fm.Unlock))
 
 	// Semaphore (1 permit).
 	semArgs := func(key string) func() (call, call) {
@@ -666,13 +654,9 @@ if h == ARGV[1] then redis.call('del', KEYS[1]) return {0, redis.call('publish',
 	cs = append(cs, evalPair("raw-sem", sa, sr, rc, semArgs("rlock:{rawsem}")))
 	cs = append(cs, fcallPair("fcall-sem", sa, sr, rc, semArgs("rlock:{fcsem}")))
 	sem := lc.NewSemaphore("libsem", 1)
-	cs = append(cs, contender{name: "lib-sem", setup: none, op: func(ctx context.Context) error {
-		h, err := sem.Acquire(ctx, 1)
-		if err != nil {
-			return err
-		}
-		return sem.Release(h)
-	}})
+	cs = append(cs, libContender("lib-sem", func(ctx context.Context) (context.Context, error) {
+		return sem.Acquire(ctx, 1)
+	}, sem.Release))
 
 	// RWMutex, write.
 	rwArgs := func(key string) func() (call, call) {
@@ -689,13 +673,7 @@ if h == ARGV[1] then redis.call('del', KEYS[1]) return {0, redis.call('publish',
 	cs = append(cs, evalPair("raw-rw", ra, rr, rc, rwArgs("rlock:{rawrw}")))
 	cs = append(cs, fcallPair("fcall-rw", ra, rr, rc, rwArgs("rlock:{fcrw}")))
 	rw := lc.NewRWMutex("librw")
-	cs = append(cs, contender{name: "lib-rw", setup: none, op: func(ctx context.Context) error {
-		h, err := rw.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		return rw.Unlock(h)
-	}})
+	cs = append(cs, libContender("lib-rw", rw.Lock, rw.Unlock))
 	cs = append(cs,
 		evalPipe("raw-fair", fa, fr, fairArgs("rlock:{rawfairp}")),
 		evalPipe("raw-fair-table", tables(fa), tables(fr), fairArgs("rlock:{rawfairtp}")),
@@ -708,6 +686,19 @@ if h == ARGV[1] then redis.call('del', KEYS[1]) return {0, redis.call('publish',
 		fcallPipe("fcall-rw", ra, rr, rwArgs("rlock:{fcrwp}")),
 	)
 	return cs
+}
+
+// libContender is the library's lock and unlock of one kind, one after the other, as a
+// contender.
+func libContender(name string, lock func(context.Context) (context.Context, error),
+	unlock func(context.Context) error) contender {
+	return contender{name: name, setup: func(context.Context) error { return nil }, op: func(ctx context.Context) error {
+		h, err := lock(ctx)
+		if err != nil {
+			return err
+		}
+		return unlock(h)
+	}}
 }
 
 func sha(src string) string {
