@@ -251,7 +251,7 @@ func TestScripts_callsOnContendedPaths(t *testing.T) {
 			return SemAcquireArgs{Hold: id, LeaseMs: lease, Request: id, Mode: Look, Permits: "1", N: "1", FairWaitMs: wait,
 				Join: true, ClaimMs: "3000"}.Strings()
 		}
-		calls(t, SemAcquire, k.Sem(), look("B"), 6, "a waiter's check after it subscribed: EXISTS HMGET TIME ZRANGE ZSCORE LINDEX")
+		calls(t, SemAcquire, k.Sem(), look("B"), 6, "a waiter's check after it subscribed: EXISTS HMGET ZSCORE TIME ZRANGE LINDEX")
 		// the grant's hold written with the permits in use (one HSET); no EXISTS of the queue
 		calls(t, SemRelease, k.Sem(), SemReleaseArgs{Hold: "A"}.Strings(), 16, "a release that grants")
 		r := l.ints(SemAcquire, k.Sem(), attempt("B"))

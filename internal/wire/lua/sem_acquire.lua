@@ -79,17 +79,15 @@ if mode == 'check' and not got[4] then
   if not got[1] or got[2] ~= ARGV[5] or n <= permits - math.max(tonumber(got[3] or '0'), 0) then
     return {0, -2, 0}
   end
-  local t, first = now(), nil
-  if got[5] then
-    first = loneEnd(H)
-  else
-    first = redis.call('zrange', L, 0, 0, 'WITHSCORES')[2]
+  -- No place: a grant may have come and gone; a take joins again. (A lone hold means nobody
+  -- has a place: the first waiter moves it into the leases.)
+  if got[5] or not redis.call('zscore', D, entry) then
+    return {0, -2, 0}
   end
+  local t = now()
+  local first = redis.call('zrange', L, 0, 0, 'WITHSCORES')[2]
   if not first or tonumber(first) <= t then
     return {0, -2, 0} -- a lease ended (or none is there): a take gives its permits back
-  end
-  if not redis.call('zscore', D, entry) then
-    return {0, -2, 0} -- no place: a grant may have come and gone; a take joins again
   end
   if redis.call('lindex', Q, 0) == entry then
     return {0, tonumber(first) - t, 1, 0}
