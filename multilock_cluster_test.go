@@ -146,3 +146,72 @@ func migrateSlot(t *testing.T, e *env, name string) {
 		e.Dep.WaitSteady(t, 20*time.Second)
 	})
 }
+
+// TestCluster_migratingSlotRefusal: a lock's slot is half migrated (CLUSTER SETSLOT MIGRATING and
+// IMPORTING, no key moved yet), so a script that finds some of its keys and not others is
+// refused with TRYAGAIN. A waiter of every kind, under either strategy, keeps waiting through
+// that refusal rather than fail with it, and is served once the slot is stable and the lock
+// released; a Try with a wait returns within its bound, with an error wrapping the refusal.
+func TestCluster_migratingSlotRefusal(t *testing.T) {
+	e := newEnv(t)
+	needsCluster(t, e)
+	redistest.NeedsThrowaway(t)
+	each(t, perKind, func(t *testing.T, k lockKind) {
+		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+			name := "{mg}" + k.name + wait.String()
+			other := e.client(rlock.Options{})
+			c := e.client(rlock.Options{Wait: wait})
+			holder := k.on(other, name)
+			h, err := holder.lock(bg)
+			require.NoError(t, err)
+			stable := markMigrating(t, e, name)
+			ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+			defer cancel()
+			ops := k.on(c, name)
+			start := time.Now()
+			_, err = ops.try(bg, 300*time.Millisecond)
+			require.Error(t, err)
+			assert.Less(t, time.Since(start), 800*time.Millisecond, "the Try kept its bound")
+			assert.ErrorIs(t, err, rlock.ErrNotObtained)
+			t.Logf("the Try: %v", err)
+			ch := goAcquire(func() (context.Context, error) { return ops.lock(ctx) })
+			requireNone(t, 400*time.Millisecond, "the waiter waits through the refusal", ch)
+			stable()
+			require.NoError(t, holder.release(h))
+			got := requireGranted(t, ch, 5*time.Second, "the waiter")
+			require.NoError(t, ops.release(got))
+		})
+	})
+}
+
+// markMigrating marks the hash slot of the lock called name MIGRATING on its master and
+// IMPORTING on another, moving no key, and returns what makes it stable again (also run when
+// the test ends).
+func markMigrating(t *testing.T, e *env, name string) (stable func()) {
+	t.Helper()
+	slot := strconv.Itoa(int(wire.Slot(e.LockKey(name))))
+	src := e.Master(name)
+	var dst redistest.Node
+	for _, m := range e.Dep.Masters {
+		if m.Addr != src.Addr {
+			dst = m
+			break
+		}
+	}
+	srcID, err := src.Do(t, "CLUSTER", "MYID").ToString()
+	require.NoError(t, err)
+	dstID, err := dst.Do(t, "CLUSTER", "MYID").ToString()
+	require.NoError(t, err)
+	require.NoError(t, dst.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Error())
+	require.NoError(t, src.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Error())
+	done := false
+	stable = func() {
+		if !done {
+			done = true
+			require.NoError(t, src.Do(t, "CLUSTER", "SETSLOT", slot, "STABLE").Error())
+			require.NoError(t, dst.Do(t, "CLUSTER", "SETSLOT", slot, "STABLE").Error())
+		}
+	}
+	t.Cleanup(stable)
+	return stable
+}
