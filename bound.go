@@ -226,9 +226,8 @@ func (c *core) closeGate() {
 }
 
 // retryWithin runs call, retrying transport errors with back-off while b's end is ahead, and
-// returns its last error. The tries are not flights: each is bounded by rueidis' timeouts only.
-// The Election's and the MultiLock's releases and leaves use it; they do not yet keep the
-// bounds of the other kinds against a stalled server (see docs/semantics.md).
+// returns its last error. The tries are not flights: each is bounded by rueidis' timeouts only,
+// so its callers run it inside one (a MultiLock's releases, give-backs and leaves).
 func (c *core) retryWithin(b bound, call func() error) error {
 	backoff := newBackoff()
 	for {
@@ -269,11 +268,22 @@ func (sh *shard) callWithin(b bound, cmd context.Context, l *lane, call func(con
 // queue): once the client is closed no flight starts, so call runs on the caller's goroutine,
 // giving up after replyGrace (see giveUpAfter), and fly's error is nil.
 func (c *core) flyOrClosed(b bound, cmd context.Context, call func(context.Context), orphan func()) error {
+	return c.flyOrClosedWith(b, cmd, false, call, orphan)
+}
+
+// flyKeptOrClosed is flyOrClosed for a give-back whose orphan must learn its real outcome
+// before it decides what is still owed (see flyKept).
+func (c *core) flyKeptOrClosed(b bound, cmd context.Context, call func(context.Context), orphan func()) error {
+	return c.flyOrClosedWith(b, cmd, true, call, orphan)
+}
+
+// flyOrClosedWith is flyOrClosed, or flyKeptOrClosed if keep.
+func (c *core) flyOrClosedWith(b bound, cmd context.Context, keep bool, call func(context.Context), orphan func()) error {
 	if c.closed.Load() {
 		ctx, cancel := giveUpAfter(context.WithoutCancel(cmd), replyGrace)
 		defer cancel()
 		call(giveUp{ctx})
 		return nil
 	}
-	return c.fly(b, cmd, call, orphan)
+	return c.flyWith(b, cmd, keep, call, orphan)
 }

@@ -5,20 +5,44 @@ package rlock
 
 import (
 	"context"
+	"slices"
 
 	"github.com/rlock-go/rlock/internal/wire"
 )
 
 // giveBack releases the holds of group g that an attempt took and that were not registered
 // (taken out of order, or too few replicas acknowledged them), on the lanes this call holds;
-// what it cannot release within releaseWait is owed on the lanes.
+// what it cannot release within releaseWait is owed on the lanes. The release is a flight
+// bounded by releaseWait and the call's own bound (see bound.go): if Redis does not answer in
+// time, the call leaves it, and the group's lanes go with it. It is kept (see flyKept): once
+// its reply comes, what it could not release is owed on them before they are given back.
 func (w *setWaiter) giveBack(g int) {
 	ml := w.ml
 	grp := &ml.groups[g]
 	gc := groupCall{g: g, keys: grp.keys, args: wire.MultiReleaseArgs{Owner: w.owner, Request: ml.c.requestID(),
 		Message: wire.UnlockMessage, Members: grp.specs}.Strings()}
 	calls := []groupCall{gc}
-	ml.runReleases(within(releaseWait), w.cmd, calls)
+	b := within(releaseWait)
+	if cb := w.bound(); !cb.end.IsZero() && cb.end.Before(b.end) {
+		b.end = cb.end // within the call's own bound too
+	}
+	lanes := slices.Clone(w.lanes[grp.from:grp.to])
+	if err := ml.c.flyKeptOrClosed(b, w.cmd, func(ctx context.Context) { ml.runReleases(b, ctx, calls) }, func() {
+		for k, l := range lanes {
+			m := ml.members[grp.from+k]
+			if calls[0].err != nil {
+				m.sh.mu.Lock()
+				l.owed[exclusive]++
+				l.lk = &m.lock
+				m.sh.mu.Unlock()
+			}
+			m.sh.lanes.exit(l)
+		}
+		ml.c.settleSoon()
+	}); err != nil {
+		clear(w.lanes[grp.from:grp.to]) // the flight's now
+		return
+	}
 	if calls[0].err == nil {
 		return
 	}

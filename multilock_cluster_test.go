@@ -215,3 +215,31 @@ func markMigrating(t *testing.T, e *env, name string) (stable func()) {
 	t.Cleanup(stable)
 	return stable
 }
+
+// TestMultiLock_clusterGiveBackStalled: a set's TryLock takes the later of its two groups while
+// the earlier is held elsewhere, and gives it back; that give-back's request is held back (a
+// proxy), as if Redis stalled right after the attempt. The TryLock still returns within its
+// bound (before: when the request got through, 3s later), and once it gets through the
+// group is released and nothing is left of the set.
+func TestMultiLock_clusterGiveBackStalled(t *testing.T) {
+	e := newEnv(t)
+	needsCluster(t, e)
+	p := e.newProxy()
+	c, other := e.through(p).client(rlock.Options{}), e.client(rlock.Options{})
+	first, last := crossSlot(c, c.NewMutex("sa"), c.NewMutex("sb"))
+	hf, err := other.NewMutex(first.Name()).Lock(bg)
+	require.NoError(t, err)
+	flow := p.HoldRequest(matchScript("multi_release.lua", e.LockKey(last.Name())))
+	time.AfterFunc(3*time.Second, flow)
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	_, err = c.NewMultiLock(first, last).TryLock(rlock.WithOwner(bg, "set"), wait)
+	took := time.Since(start)
+	t.Logf("the TryLock: %v, %v", took.Round(time.Millisecond), err)
+	require.ErrorIs(t, err, rlock.ErrNotObtained)
+	assert.LessOrEqual(t, took, wait+boundSlack, "the TryLock kept its bound")
+	assert.Equal(t, int64(1), p.Fired(), "the give-back was held back")
+	eventually(t, 10*time.Second, "the later group given back", func() bool { return len(holders(t, last)) == 0 })
+	require.NoError(t, other.NewMutex(first.Name()).Unlock(hf))
+	eventually(t, 5*time.Second, "nothing left", func() bool { return len(e.Keys()) == 0 })
+}
