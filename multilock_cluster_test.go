@@ -107,23 +107,9 @@ func TestMultiLock_clusterSlotMigration(t *testing.T) {
 // the test ends.
 func migrateSlot(t *testing.T, e *env, name string) {
 	t.Helper()
-	ms := e.Dep.Masters
-	slot := strconv.Itoa(int(wire.Slot(e.LockKey(name))))
-	src := e.Master(name)
-	var dst redistest.Node
-	for _, m := range ms {
-		if m.Addr != src.Addr {
-			dst = m
-			break
-		}
-	}
+	slot, src, dst := slotAndMasters(t, e, name)
 	move := func(from, to redistest.Node) {
-		fromID, err := from.Do(t, "CLUSTER", "MYID").ToString()
-		require.NoError(t, err)
-		toID, err := to.Do(t, "CLUSTER", "MYID").ToString()
-		require.NoError(t, err)
-		require.NoError(t, to.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Error())
-		require.NoError(t, from.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Error())
+		toID := startMigrating(t, slot, from, to)
 		host, port, err := net.SplitHostPort(to.Addr)
 		require.NoError(t, err)
 		for {
@@ -135,7 +121,7 @@ func migrateSlot(t *testing.T, e *env, name string) {
 			args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
 			require.NoError(t, from.Do(t, args...).Error())
 		}
-		for _, m := range ms {
+		for _, m := range e.Dep.Masters {
 			require.NoError(t, m.Do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID).Error())
 		}
 		t.Logf("slot %s moved from %s to %s", slot, from.Addr, to.Addr)
@@ -145,6 +131,32 @@ func migrateSlot(t *testing.T, e *env, name string) {
 		move(dst, src)
 		e.Dep.WaitSteady(t, 20*time.Second)
 	})
+}
+
+// slotAndMasters returns the hash slot of the lock called name, its master, and another.
+func slotAndMasters(t *testing.T, e *env, name string) (slot string, src, dst redistest.Node) {
+	t.Helper()
+	src = e.Master(name)
+	for _, m := range e.Dep.Masters {
+		if m.Addr != src.Addr {
+			return strconv.Itoa(int(wire.Slot(e.LockKey(name)))), src, m
+		}
+	}
+	t.Fatal("one master only")
+	return
+}
+
+// startMigrating marks slot IMPORTING on to and MIGRATING on from, moving no key, and returns
+// to's node id.
+func startMigrating(t *testing.T, slot string, from, to redistest.Node) (toID string) {
+	t.Helper()
+	fromID, err := from.Do(t, "CLUSTER", "MYID").ToString()
+	require.NoError(t, err)
+	toID, err = to.Do(t, "CLUSTER", "MYID").ToString()
+	require.NoError(t, err)
+	require.NoError(t, to.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Error())
+	require.NoError(t, from.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Error())
+	return toID
 }
 
 // TestCluster_migratingSlotRefusal: a lock's slot is half migrated (CLUSTER SETSLOT MIGRATING and
@@ -189,21 +201,8 @@ func TestCluster_migratingSlotRefusal(t *testing.T) {
 // the test ends).
 func markMigrating(t *testing.T, e *env, name string) (stable func()) {
 	t.Helper()
-	slot := strconv.Itoa(int(wire.Slot(e.LockKey(name))))
-	src := e.Master(name)
-	var dst redistest.Node
-	for _, m := range e.Dep.Masters {
-		if m.Addr != src.Addr {
-			dst = m
-			break
-		}
-	}
-	srcID, err := src.Do(t, "CLUSTER", "MYID").ToString()
-	require.NoError(t, err)
-	dstID, err := dst.Do(t, "CLUSTER", "MYID").ToString()
-	require.NoError(t, err)
-	require.NoError(t, dst.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Error())
-	require.NoError(t, src.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Error())
+	slot, src, dst := slotAndMasters(t, e, name)
+	startMigrating(t, slot, src, dst)
 	done := false
 	stable = func() {
 		if !done {
