@@ -183,7 +183,9 @@ func TestCluster_migratingSlotRefusal(t *testing.T) {
 			start := time.Now()
 			_, err = ops.try(bg, 300*time.Millisecond)
 			require.Error(t, err)
-			assert.Less(t, time.Since(start), 800*time.Millisecond, "the Try kept its bound")
+			// its bound is wait+500ms; a loaded -race cluster run gets 500ms more (before: the
+			// refusal itself came back at once, without ErrNotObtained)
+			assert.Less(t, time.Since(start), 300*time.Millisecond+2*boundSlack, "the Try kept its bound")
 			assert.ErrorIs(t, err, rlock.ErrNotObtained)
 			t.Logf("the Try: %v", err)
 			ch := goAcquire(func() (context.Context, error) { return ops.lock(ctx) })
@@ -236,7 +238,9 @@ func TestMultiLock_clusterGiveBackStalled(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("the TryLock: %v, %v", took.Round(time.Millisecond), err)
 	require.ErrorIs(t, err, rlock.ErrNotObtained)
-	assert.LessOrEqual(t, took, wait+boundSlack, "the TryLock kept its bound")
+	// its bound is wait+500ms (500ms here); a loaded -race cluster run gets 500ms more, well
+	// under the 3s the give-back is held back
+	assert.LessOrEqual(t, took, wait+2*boundSlack, "the TryLock kept its bound")
 	assert.Equal(t, int64(1), p.Fired(), "the give-back was held back")
 	eventually(t, 10*time.Second, "the later group given back", func() bool { return len(holders(t, last)) == 0 })
 	require.NoError(t, other.NewMutex(first.Name()).Unlock(hf))
