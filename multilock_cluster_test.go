@@ -6,7 +6,10 @@ package rlock_test
 import (
 	"context"
 	"net"
+	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,35 +105,38 @@ func TestMultiLock_clusterSlotMigration(t *testing.T) {
 	require.NoError(t, ml.Unlock(h))
 }
 
-// migrateSlot moves the hash slot of the lock called name to another master (CLUSTER SETSLOT
-// IMPORTING and MIGRATING, MIGRATE of its keys, SETSLOT NODE on every master), and back when
-// the test ends.
+// migrateSlot moves the hash slot of the lock called name to another master (see moveSlot),
+// and back when the test ends.
 func migrateSlot(t *testing.T, e *env, name string) {
 	t.Helper()
 	slot, src, dst := slotAndMasters(t, e, name)
-	move := func(from, to redistest.Node) {
-		toID := startMigrating(t, slot, from, to)
-		host, port, err := net.SplitHostPort(to.Addr)
-		require.NoError(t, err)
-		for {
-			keys, err := from.Do(t, "CLUSTER", "GETKEYSINSLOT", slot, "1000").AsStrSlice()
-			require.NoError(t, err)
-			if len(keys) == 0 {
-				break
-			}
-			args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
-			require.NoError(t, from.Do(t, args...).Error())
-		}
-		for _, m := range e.Dep.Masters {
-			require.NoError(t, m.Do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID).Error())
-		}
-		t.Logf("slot %s moved from %s to %s", slot, from.Addr, to.Addr)
-	}
-	move(src, dst)
+	moveSlot(t, e, slot, src, dst)
 	t.Cleanup(func() {
-		move(dst, src)
+		moveSlot(t, e, slot, dst, src)
 		e.Dep.WaitSteady(t, 20*time.Second)
 	})
+}
+
+// moveSlot moves slot from one master to another: CLUSTER SETSLOT IMPORTING and MIGRATING,
+// MIGRATE of its keys, SETSLOT NODE on every master.
+func moveSlot(t *testing.T, e *env, slot string, from, to redistest.Node) {
+	t.Helper()
+	toID := startMigrating(t, slot, from, to)
+	host, port, err := net.SplitHostPort(to.Addr)
+	require.NoError(t, err)
+	for {
+		keys, err := from.Do(t, "CLUSTER", "GETKEYSINSLOT", slot, "1000").AsStrSlice()
+		require.NoError(t, err)
+		if len(keys) == 0 {
+			break
+		}
+		args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
+		require.NoError(t, from.Do(t, args...).Error())
+	}
+	for _, m := range e.Dep.Masters {
+		require.NoError(t, m.Do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID).Error())
+	}
+	t.Logf("slot %s moved from %s to %s", slot, from.Addr, to.Addr)
 }
 
 // slotAndMasters returns the hash slot of the lock called name, its master, and another.
@@ -245,4 +251,82 @@ func TestMultiLock_clusterGiveBackStalled(t *testing.T) {
 	eventually(t, 10*time.Second, "the later group given back", func() bool { return len(holders(t, last)) == 0 })
 	require.NoError(t, other.NewMutex(first.Name()).Unlock(hf))
 	eventually(t, 5*time.Second, "nothing left", func() bool { return len(e.Keys()) == 0 })
+}
+
+// TestCluster_migrationStress: two clients' workers lock, hold and release one lock of each kind
+// (under either strategy) while its slot moves between two masters again and again (MIGRATE
+// of its keys mid-use). Never two holders, no call fails, no hold is lost, and nothing is left
+// once they are done. (Before refusals counted as unreachable: TRYAGAIN failed acquires and
+// releases of every kind, and a release that failed so kept its lock held until its lease
+// ran out, so that waits of 5s ended with their deadline.)
+func TestCluster_migrationStress(t *testing.T) {
+	e := newEnv(t)
+	needsCluster(t, e)
+	redistest.NeedsThrowaway(t)
+	d := 2 * time.Second // per kind and strategy; RLOCK_MIGRATESTRESS=10s for a longer run
+	if s := os.Getenv("RLOCK_MIGRATESTRESS"); s != "" {
+		var err error
+		d, err = time.ParseDuration(s)
+		require.NoError(t, err)
+	}
+	each(t, perKind, func(t *testing.T, k lockKind) {
+		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+			name := "{mv}" + k.name + wait.String()
+			clients := []*rlock.Client{e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}),
+				e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})}
+			var in, overlaps, ops, lost atomic.Int64
+			var errs sync.Map
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range 6 {
+				ops_ := k.on(clients[i%2], name)
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+						h, err := ops_.lock(ctx)
+						if err != nil {
+							cancel()
+							errs.Store(err.Error(), true)
+							continue
+						}
+						if in.Add(1) > 1 {
+							overlaps.Add(1)
+						}
+						time.Sleep(time.Millisecond)
+						in.Add(-1)
+						if context.Cause(h) != nil {
+							lost.Add(1)
+							errs.Store("lost: "+context.Cause(h).Error(), true)
+						}
+						if err := ops_.release(h); err != nil {
+							errs.Store("release: "+err.Error(), true)
+						}
+						cancel()
+						ops.Add(1)
+					}
+				})
+			}
+			slot, a, b := slotAndMasters(t, e, name)
+			for end := time.Now().Add(d); time.Now().Before(end); a, b = b, a {
+				time.Sleep(100 * time.Millisecond)
+				moveSlot(t, e, slot, a, b)
+			}
+			close(stop)
+			wg.Wait()
+			if a.Addr != e.Master(name).Addr { // back where it was
+				moveSlot(t, e, slot, a, b)
+			}
+			t.Logf("%d holds, %d overlaps, %d lost", ops.Load(), overlaps.Load(), lost.Load())
+			errs.Range(func(k, _ any) bool { t.Errorf("error: %v", k); return true })
+			assert.Zero(t, overlaps.Load(), "two holders")
+			assert.Zero(t, lost.Load(), "holds lost")
+			assert.Positive(t, ops.Load())
+			eventually(t, 5*time.Second, "nothing left", func() bool { return len(e.Keys()) == 0 })
+		})
+	})
 }
