@@ -254,79 +254,110 @@ func TestMultiLock_clusterGiveBackStalled(t *testing.T) {
 }
 
 // TestCluster_migrationStress: two clients' workers lock, hold and release one lock of each kind
-// (under either strategy) while its slot moves between two masters again and again (MIGRATE
-// of its keys mid-use). Never two holders, no call fails, no hold is lost, and nothing is left
-// once they are done. (Before refusals counted as unreachable: TRYAGAIN failed acquires and
-// releases of every kind, and a release that failed so kept its lock held until its lease
-// ran out, so that waits of 5s ended with their deadline.)
+// (under either strategy), and a MultiLock with a member there and one elsewhere, while the
+// lock's slot moves between two masters again and again (MIGRATE of its keys mid-use). Never
+// two holders, no call fails, no hold is lost, and nothing is left once they are done. (Before
+// refusals counted as unreachable: TRYAGAIN failed acquires and releases of every kind, and a
+// release that failed so kept its lock held until its lease ran out, so that waits of 5s ended
+// with their deadline.)
 func TestCluster_migrationStress(t *testing.T) {
 	e := newEnv(t)
 	needsCluster(t, e)
 	redistest.NeedsThrowaway(t)
-	d := 2 * time.Second // per kind and strategy; RLOCK_MIGRATESTRESS=10s for a longer run
+	d := 2 * time.Second // per row; RLOCK_MIGRATESTRESS=10s for a longer run
 	if s := os.Getenv("RLOCK_MIGRATESTRESS"); s != "" {
 		var err error
 		d, err = time.ParseDuration(s)
 		require.NoError(t, err)
 	}
+	clients := func(wait rlock.WaitStrategy) []*rlock.Client {
+		return []*rlock.Client{e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}),
+			e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})}
+	}
 	each(t, perKind, func(t *testing.T, k lockKind) {
 		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
 			name := "{mv}" + k.name + wait.String()
-			clients := []*rlock.Client{e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second}),
-				e.client(rlock.Options{Wait: wait, WatchdogTimeout: time.Second})}
-			var in, overlaps, ops, lost atomic.Int64
-			var errs sync.Map
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range 6 {
-				ops_ := k.on(clients[i%2], name)
-				wg.Go(func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-						h, err := ops_.lock(ctx)
-						if err != nil {
-							cancel()
-							errs.Store(err.Error(), true)
-							continue
-						}
-						if in.Add(1) > 1 {
-							overlaps.Add(1)
-						}
-						time.Sleep(time.Millisecond)
-						in.Add(-1)
-						if context.Cause(h) != nil {
-							lost.Add(1)
-							errs.Store("lost: "+context.Cause(h).Error(), true)
-						}
-						if err := ops_.release(h); err != nil {
-							errs.Store("release: "+err.Error(), true)
-						}
-						cancel()
-						ops.Add(1)
-					}
-				})
-			}
-			slot, a, b := slotAndMasters(t, e, name)
-			for end := time.Now().Add(d); time.Now().Before(end); a, b = b, a {
-				time.Sleep(100 * time.Millisecond)
-				moveSlot(t, e, slot, a, b)
-			}
-			close(stop)
-			wg.Wait()
-			if a.Addr != e.Master(name).Addr { // back where it was
-				moveSlot(t, e, slot, a, b)
-			}
-			t.Logf("%d holds, %d overlaps, %d lost", ops.Load(), overlaps.Load(), lost.Load())
-			errs.Range(func(k, _ any) bool { t.Errorf("error: %v", k); return true })
-			assert.Zero(t, overlaps.Load(), "two holders")
-			assert.Zero(t, lost.Load(), "holds lost")
-			assert.Positive(t, ops.Load())
-			eventually(t, 5*time.Second, "nothing left", func() bool { return len(e.Keys()) == 0 })
+			cs := clients(wait)
+			stressMigrating(t, e, name, d, func(i int) stressOps {
+				o := k.on(cs[i%2], name)
+				return stressOps{o.lock, o.release}
+			})
 		})
 	})
+	t.Run("multilock", func(t *testing.T) {
+		eachStrategy(t, func(t *testing.T, wait rlock.WaitStrategy) {
+			name := "{mv}set" + wait.String()
+			cs := clients(wait)
+			stressMigrating(t, e, name, d, func(i int) stressOps {
+				c := cs[i%2]
+				ml := c.NewMultiLock(c.NewMutex(name), c.NewFairMutex("{mw}set"+wait.String()))
+				return stressOps{ml.Lock, ml.Unlock}
+			})
+		})
+	})
+}
+
+// stressOps are what a worker of stressMigrating takes and gives back.
+type stressOps struct {
+	lock    func(ctx context.Context) (context.Context, error)
+	release func(h context.Context) error
+}
+
+// stressMigrating runs 6 workers, worker i with ops(i), taking, holding for 1ms and releasing
+// for d while the slot of the lock called name moves back and forth, and checks what
+// TestCluster_migrationStress says.
+func stressMigrating(t *testing.T, e *env, name string, d time.Duration, ops func(i int) stressOps) {
+	var in, overlaps, holds, lost atomic.Int64
+	var errs sync.Map
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 6 {
+		o := ops(i)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+				h, err := o.lock(ctx)
+				if err != nil {
+					cancel()
+					errs.Store(err.Error(), true)
+					continue
+				}
+				if in.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				in.Add(-1)
+				if cause := context.Cause(h); cause != nil {
+					lost.Add(1)
+					errs.Store("lost: "+cause.Error(), true)
+				}
+				if err := o.release(h); err != nil {
+					errs.Store("release: "+err.Error(), true)
+				}
+				cancel()
+				holds.Add(1)
+			}
+		})
+	}
+	slot, a, b := slotAndMasters(t, e, name)
+	for end := time.Now().Add(d); time.Now().Before(end); a, b = b, a {
+		time.Sleep(100 * time.Millisecond)
+		moveSlot(t, e, slot, a, b)
+	}
+	close(stop)
+	wg.Wait()
+	if a.Addr != e.Master(name).Addr { // back where it was
+		moveSlot(t, e, slot, a, b)
+	}
+	t.Logf("%d holds, %d overlaps, %d lost", holds.Load(), overlaps.Load(), lost.Load())
+	errs.Range(func(k, _ any) bool { t.Errorf("error: %v", k); return true })
+	assert.Zero(t, overlaps.Load(), "two holders")
+	assert.Zero(t, lost.Load(), "holds lost")
+	assert.Positive(t, holds.Load())
+	eventually(t, 5*time.Second, "nothing left", func() bool { return len(e.Keys()) == 0 })
 }
