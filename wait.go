@@ -186,13 +186,20 @@ func (w *waiter) pubsub(a attempt, err error) (attempt, error) {
 // readers, a semaphore), or woken some other way than one by one (readers): on a wake-up meant
 // for it (PubSub) or a poll (Spin), at the holder's lease bound when nothing else wakes it
 // sooner, and, if queued, at least every third of FairWaitTimeout to keep its place, which it
-// leaves on any end but acquiring (see waiter.acquire).
+// leaves on any end but acquiring (see waiter.acquire), and every half of the claim a grant to
+// it would carry (see lock.claimFor).
 func (w *waiter) queue(a attempt, err error) (attempt, error) {
 	c := w.lk.core
 	acquired := false
 	poll := time.Duration(1<<63 - 1)
 	if w.style.queued {
 		poll = c.opts.FairWaitTimeout / 3
+		if claim := w.lk.claimFor(); claim > 0 {
+			// A grant whose message is lost (a subscription that moved with its slot, a cut
+			// connection) is found by a poll while at least half its claim is left, so the
+			// hold it returns is not one whose lease ends before its first renewal lands.
+			poll = min(poll, claim/2)
+		}
 	}
 	// wake is what ends a sleep early: the waiter's own channel (addressed), the client's one
 	// permit (wakeOne), or the readers channel, which a readers message closes and which is
