@@ -320,7 +320,8 @@ func stressMigrating(t *testing.T, e *env, name string, d time.Duration, ops fun
 					return
 				default:
 				}
-				ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+				// (a plain member lets waiters barge: one may wait seconds behind the others)
+				ctx, cancel := context.WithTimeout(bg, 15*time.Second)
 				h, err := o.lock(ctx)
 				if err != nil {
 					cancel()
