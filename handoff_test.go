@@ -876,3 +876,36 @@ return (b[1] - a[1]) * 1000000 + (b[2] - a[2])`
 	require.NoError(t, err)
 	return d > 0
 }
+
+// TestHandoff_lostGrantFoundWithinClaim: the grant message to the queue's head is lost (the
+// proxy drops that one message; the subscription stays up). With a lease (1s) shorter than
+// FairWaitTimeout (5s) the claim is 1s; the waiter finds its grant at its next poll, which
+// comes within half the claim, so it holds the lock while the claim lasts and keeps it. (Before:
+// it polled every third of FairWaitTimeout, 1.67s, and found the grant lapsed, the lock idle
+// meanwhile; had its last poll come just before the grant's end, it would have returned a hold
+// whose lease ended before its first renewal.)
+func TestHandoff_lostGrantFoundWithinClaim(t *testing.T) {
+	each(t, queuedKinds, func(t *testing.T, k lockKind) {
+		e := newEnv(t)
+		p := e.newProxy()
+		opts := rlock.Options{WatchdogTimeout: time.Second} // the claim: min(1s, FairWaitTimeout 5s)
+		holder := k.on(e.client(opts), "lg", rlock.WithLease(2*time.Second))
+		waiter := k.on(e.through(p).client(opts), "lg")
+		h, err := holder.lock(bg)
+		require.NoError(t, err)
+		ch := goAcquire(func() (context.Context, error) { return waiter.lock(bg) })
+		e.awaitQueue("lg", 1)
+		time.Sleep(100 * time.Millisecond) // its look after subscribing is done: it sleeps
+		p.DropPush(e.LockKey("lg")+":ch", "@")
+		released := time.Now()
+		require.NoError(t, holder.release(h))
+		got := requireGranted(t, ch, 3*time.Second, "the waiter")
+		took := time.Since(released)
+		t.Logf("the waiter holds the lock %v after the release", took.Round(time.Millisecond))
+		assert.Equal(t, int64(1), p.Fired(), "the grant message was lost")
+		assert.Less(t, took, time.Second, "its grant found while the claim (1s) lasted")
+		time.Sleep(1500 * time.Millisecond) // past the claim: renewed meanwhile
+		require.NoError(t, got.Err())
+		require.NoError(t, waiter.release(got))
+	})
+}

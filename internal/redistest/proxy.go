@@ -59,7 +59,12 @@ type Proxy struct {
 	conns       map[*proxyConn]struct{}
 	outageUntil time.Time
 	held        chan struct{} // HoldReplies: closed when the server's bytes may flow again
+
+	push atomic.Pointer[pushDrop] // DropPush: the message to lose, until one is lost
 }
+
+// pushDrop is an armed DropPush.
+type pushDrop struct{ channel, prefix string }
 
 // NewProxy starts a proxy to each of targets on 127.0.0.1:0; when the test ends it
 // closes the listeners and every connection and waits for all its goroutines.
@@ -166,6 +171,77 @@ func (p *Proxy) armHold(kind faultKind, match func(cmd []string) bool) func() {
 	p.fault.Store(f)
 	var once sync.Once
 	return func() { once.Do(func() { close(f.hold) }) }
+}
+
+// DropPush arms the proxy: the next pub/sub message (message or smessage) on channel whose
+// payload starts with prefix is lost on its way to the client; the connection and everything
+// else on it flow. A message split across two reads of the server's bytes is not dropped (the
+// fault stays armed); Fired counts the one dropped.
+func (p *Proxy) DropPush(channel, prefix string) {
+	p.push.Store(&pushDrop{channel: channel, prefix: prefix})
+}
+
+// dropPush returns b without the message DropPush is armed for, if b holds all of it.
+func (p *Proxy) dropPush(b []byte) []byte {
+	d := p.push.Load()
+	if d == nil {
+		return b
+	}
+	at := bytes.Index(b, []byte("\r\n"+d.channel+"\r\n"))
+	if at < 0 {
+		return b
+	}
+	for start := at; start >= 0; start-- {
+		if b[start] != '>' && b[start] != '*' || start > 0 && (start < 2 || b[start-2] != '\r' || b[start-1] != '\n') {
+			continue
+		}
+		parts, end, ok := readBulks(b[start:])
+		if !ok || len(parts) != 3 || start+end <= at {
+			continue
+		}
+		if (parts[0] == "message" || parts[0] == "smessage") && parts[1] == d.channel &&
+			strings.HasPrefix(parts[2], d.prefix) && p.push.CompareAndSwap(d, nil) {
+			p.fired.Add(1)
+			return append(b[:start:start], b[start+end:]...)
+		}
+		return b
+	}
+	return b
+}
+
+// readBulks parses an array or push of bulk strings at the start of b, and returns its
+// strings and its length in bytes; ok is false if b does not hold all of one.
+func readBulks(b []byte) (parts []string, n int, ok bool) {
+	line := func() (string, bool) {
+		i := bytes.Index(b[n:], []byte("\r\n"))
+		if i < 0 {
+			return "", false
+		}
+		l := string(b[n : n+i])
+		n += i + 2
+		return l, true
+	}
+	head, ok := line()
+	if !ok || len(head) < 2 {
+		return nil, 0, false
+	}
+	count, err := strconv.Atoi(head[1:])
+	if err != nil || count < 0 || count > 16 {
+		return nil, 0, false
+	}
+	for range count {
+		h, ok := line()
+		if !ok || len(h) < 2 || h[0] != '$' {
+			return nil, 0, false
+		}
+		size, err := strconv.Atoi(h[1:])
+		if err != nil || size < 0 || n+size+2 > len(b) {
+			return nil, 0, false
+		}
+		parts = append(parts, string(b[n:n+size]))
+		n += size + 2
+	}
+	return parts, n, true
 }
 
 // Outage cuts every open connection now and, for d, closes each new connection (with a
@@ -461,7 +537,7 @@ func (c *proxyConn) serverToClient() {
 						return
 					}
 				}
-				if _, werr := c.client.Write(buf[:n]); werr != nil {
+				if _, werr := c.client.Write(c.p.dropPush(buf[:n])); werr != nil {
 					return
 				}
 			}

@@ -316,3 +316,59 @@ func TestProxy(t *testing.T) {
 		}
 	})
 }
+
+// TestProxy_dropPush: DropPush loses the first matching message on its channel and nothing else
+// (other channels, other payloads, the replies around it), then lets everything through.
+func TestProxy_dropPush(t *testing.T) {
+	e := NewEnv(t)
+	p := NewProxy(t, e.Dep.Data...)
+	rc := e.Through(p).Rueidis()
+	ch, other := e.Prefix+":{push}:ch", e.Prefix+":{push}:other"
+	got := make(chan string, 16)
+	ctx, cancel := context.WithCancel(bg)
+	t.Cleanup(cancel)
+	sub := func(c string) rueidis.Completed {
+		if e.Dep.Topology == "cluster" {
+			return rc.B().Ssubscribe().Channel(c).Build()
+		}
+		return rc.B().Subscribe().Channel(c).Build()
+	}
+	for _, c := range []string{ch, other} {
+		go func() {
+			_ = rc.Receive(ctx, sub(c), func(m rueidis.PubSubMessage) { got <- m.Channel + " " + m.Message })
+		}()
+	}
+	publish := func(c, msg string) {
+		if e.Dep.Topology == "cluster" {
+			require.NoError(t, e.Do("SPUBLISH", c, msg).Error())
+		} else {
+			require.NoError(t, e.Do("PUBLISH", c, msg).Error())
+		}
+	}
+	require.Eventually(t, func() bool { return len(e.Channels()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	p.DropPush(ch, "@")
+	for _, m := range [][2]string{{other, "@1"}, {ch, "x2"}, {ch, "@3"}, {ch, "@4"}} {
+		publish(m[0], m[1])
+	}
+	var all []string
+	for range 3 {
+		select {
+		case m := <-got:
+			all = append(all, m)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %q only", all)
+		}
+	}
+	slices.Sort(all)
+	assert.Equal(t, []string{ch + " @4", ch + " x2", other + " @1"}, all, "@3 lost, nothing else")
+	assert.Equal(t, int64(1), p.Fired())
+	require.NoError(t, rc.Do(bg, rc.B().Ping().Build()).Error(), "the connection still serves")
+	cancel()
+	for _, c := range []string{ch, other} {
+		if e.Dep.Topology == "cluster" {
+			require.NoError(t, rc.Do(bg, rc.B().Sunsubscribe().Channel(c).Build()).Error())
+		} else {
+			require.NoError(t, rc.Do(bg, rc.B().Unsubscribe().Channel(c).Build()).Error())
+		}
+	}
+}
