@@ -187,26 +187,36 @@ func (p *Proxy) dropPush(b []byte) []byte {
 	if d == nil {
 		return b
 	}
-	at := bytes.Index(b, []byte("\r\n"+d.channel+"\r\n"))
-	if at < 0 {
-		return b
+	marker := []byte("\r\n" + d.channel + "\r\n")
+	for from := 0; ; {
+		i := bytes.Index(b[from:], marker)
+		if i < 0 {
+			return b
+		}
+		at := from + i
+		from = at + 1
+		start, end, parts, ok := frameAround(b, at)
+		if ok && (parts[0] == "message" || parts[0] == "smessage") && parts[1] == d.channel &&
+			strings.HasPrefix(parts[2], d.prefix) && p.push.CompareAndSwap(d, nil) {
+			p.fired.Add(1)
+			return append(b[:start:start], b[end:]...)
+		}
 	}
-	for start := at; start >= 0; start-- {
+}
+
+// frameAround finds the array or push of 3 bulk strings in b that holds the byte at at: its
+// start and end, and its strings.
+func frameAround(b []byte, at int) (start, end int, parts []string, ok bool) {
+	for start = at; start >= 0; start-- {
 		if b[start] != '>' && b[start] != '*' || start > 0 && (start < 2 || b[start-2] != '\r' || b[start-1] != '\n') {
 			continue
 		}
-		parts, end, ok := readBulks(b[start:])
-		if !ok || len(parts) != 3 || start+end <= at {
-			continue
+		parts, n, ok := readBulks(b[start:])
+		if ok && len(parts) == 3 && start+n > at {
+			return start, start + n, parts, true
 		}
-		if (parts[0] == "message" || parts[0] == "smessage") && parts[1] == d.channel &&
-			strings.HasPrefix(parts[2], d.prefix) && p.push.CompareAndSwap(d, nil) {
-			p.fired.Add(1)
-			return append(b[:start:start], b[start+end:]...)
-		}
-		return b
 	}
-	return b
+	return 0, 0, nil, false
 }
 
 // readBulks parses an array or push of bulk strings at the start of b, and returns its
