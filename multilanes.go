@@ -31,10 +31,7 @@ func (w *setWaiter) giveBack(g int) {
 		for k, l := range lanes {
 			m := ml.members[grp.from+k]
 			if calls[0].err != nil {
-				m.sh.mu.Lock()
-				l.owed[exclusive]++
-				l.lk = &m.lock
-				m.sh.mu.Unlock()
+				oweMember(m, l)
 			}
 			m.sh.lanes.exit(l)
 		}
@@ -53,11 +50,14 @@ func (w *setWaiter) giveBack(g int) {
 
 // owe leaves the give-back of the set's hold of member i, which it took and did not register,
 // on the member's lane (this call holds its turn).
-func (w *setWaiter) owe(i int) {
-	m := w.ml.members[i]
+func (w *setWaiter) owe(i int) { oweMember(w.ml.members[i], w.lanes[i]) }
+
+// oweMember leaves the give-back of a set's hold of member m, taken and not registered, on l,
+// m's lane of the set's owner, whose turn the caller (or a flight it left) holds.
+func oweMember(m *Mutex, l *lane) {
 	m.sh.mu.Lock()
-	w.lanes[i].owed[exclusive]++
-	w.lanes[i].lk = &m.lock
+	l.owed[exclusive]++
+	l.lk = &m.lock
 	m.sh.mu.Unlock()
 }
 
