@@ -211,47 +211,16 @@ func frameAround(b []byte, at int) (start, end int, parts []string, ok bool) {
 		if b[start] != '>' && b[start] != '*' || start > 0 && (start < 2 || b[start-2] != '\r' || b[start-1] != '\n') {
 			continue
 		}
-		parts, n, ok := readBulks(b[start:])
-		if ok && len(parts) == 3 && start+n > at {
-			return start, start + n, parts, true
+		r := bufio.NewReader(bytes.NewReader(b[start:]))
+		line, raw, err := readLine(r, nil)
+		if err != nil || string(line[1:]) != "3" {
+			continue
+		}
+		if parts, raw, err = readBulks(r, 3, raw); err == nil && start+len(raw) > at {
+			return start, start + len(raw), parts, true
 		}
 	}
 	return 0, 0, nil, false
-}
-
-// readBulks parses an array or push of bulk strings at the start of b, and returns its
-// strings and its length in bytes; ok is false if b does not hold all of one.
-func readBulks(b []byte) (parts []string, n int, ok bool) {
-	line := func() (string, bool) {
-		i := bytes.Index(b[n:], []byte("\r\n"))
-		if i < 0 {
-			return "", false
-		}
-		l := string(b[n : n+i])
-		n += i + 2
-		return l, true
-	}
-	head, ok := line()
-	if !ok || len(head) < 2 {
-		return nil, 0, false
-	}
-	count, err := strconv.Atoi(head[1:])
-	if err != nil || count < 0 || count > 16 {
-		return nil, 0, false
-	}
-	for range count {
-		h, ok := line()
-		if !ok || len(h) < 2 || h[0] != '$' {
-			return nil, 0, false
-		}
-		size, err := strconv.Atoi(h[1:])
-		if err != nil || size < 0 || n+size+2 > len(b) {
-			return nil, 0, false
-		}
-		parts = append(parts, string(b[n:n+size]))
-		n += size + 2
-	}
-	return parts, n, true
 }
 
 // Outage cuts every open connection now and, for d, closes each new connection (with a
@@ -579,8 +548,14 @@ func readRequest(r *bufio.Reader) (cmd []string, raw []byte, err error) {
 	if err != nil || n > 1<<30 {
 		return nil, raw, errBadRequest
 	}
-	cmd = make([]string, 0, min(max(n, 0), 1024))
+	return readBulks(r, n, raw)
+}
+
+// readBulks reads n bulk strings from r, appending their bytes to raw (see readRequest).
+func readBulks(r *bufio.Reader, n int, raw []byte) (parts []string, rawOut []byte, err error) {
+	parts = make([]string, 0, min(max(n, 0), 1024))
 	for range n {
+		var line []byte
 		line, raw, err = readLine(r, raw)
 		if err != nil {
 			return nil, raw, err
@@ -600,9 +575,9 @@ func readRequest(r *bufio.Reader) (cmd []string, raw []byte, err error) {
 		if raw[len(raw)-2] != '\r' || raw[len(raw)-1] != '\n' {
 			return nil, raw, errBadRequest
 		}
-		cmd = append(cmd, string(raw[start:start+size]))
+		parts = append(parts, string(raw[start:start+size]))
 	}
-	return cmd, raw, nil
+	return parts, raw, nil
 }
 
 // readLine appends one \n-terminated line to raw and returns it without its \r\n.
